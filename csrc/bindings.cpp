@@ -1,0 +1,335 @@
+// pybind11 bindings of the CPU spline core (letcc._core). Thin on purpose:
+// validation of knots and weights lives in reinsch.hpp, the math in the
+// headers; this file converts arrays, releases the GIL around compute and
+// splits column tiles over the thread pool.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dispatch.hpp"
+#include "eval_coeffs.hpp"
+#include "plan.hpp"
+#include "reinsch.hpp"
+#include "thread_pool.hpp"
+
+namespace py = pybind11;
+using namespace letcc;
+
+namespace {
+
+// Below this many elements a call runs on the calling thread: waking the pool
+// costs more than it saves.
+constexpr std::size_t kParallelMinElems = 1 << 16;
+
+std::vector<double> as_f64_vector(const py::array& a, const char* name) {
+    auto arr = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+    if (!arr) throw py::type_error(std::string(name) + " must be convertible to float64");
+    if (arr.ndim() != 1)
+        throw py::value_error(std::string(name) + " must be 1-D, got ndim = " + std::to_string(arr.ndim()));
+    return std::vector<double>(arr.data(), arr.data() + arr.size());
+}
+
+std::vector<double>& tls_buffer(std::size_t size) {
+    thread_local std::vector<double> buf;
+    if (buf.size() < size) buf.resize(size);
+    return buf;
+}
+
+// Number of columns of a C-contiguous array whose first axis has length n.
+std::size_t columns_of(const py::array& y) {
+    std::size_t m = 1;
+    for (py::ssize_t d = 1; d < y.ndim(); ++d) m *= static_cast<std::size_t>(y.shape(d));
+    return m;
+}
+
+template <class F>
+void for_each_tile(std::size_t m, std::size_t tw, std::size_t work, int threads, F&& body) {
+    if (m == 0 || tw == 0) return;
+    const std::size_t ntiles = (m + tw - 1) / tw;
+    const int nthreads = (work < kParallelMinElems) ? 1 : threads;
+    ThreadPool::instance().parallel_for(ntiles, nthreads, [&](std::size_t t) {
+        const std::size_t c0 = t * tw;
+        const std::size_t w = std::min(tw, m - c0);
+        body(c0, w);
+    });
+}
+
+class Plan {
+public:
+    Plan(const py::array& x, const py::array& w, double lam, const py::array& at, int nu) {
+        const auto xv = as_f64_vector(x, "x");
+        const auto wv = as_f64_vector(w, "w");
+        const auto av = as_f64_vector(at, "at");
+        if (wv.size() != xv.size())
+            throw py::value_error("w has length " + std::to_string(wv.size()) + " but x has length " +
+                                  std::to_string(xv.size()));
+        if (nu < 0 || nu > 2) throw py::value_error("nu must be 0, 1 or 2, got " + std::to_string(nu));
+        factor_ = factor_reinsch(xv.data(), wv.data(), xv.size(), lam);
+        tables_ = make_plan_tables(factor_, av.data(), av.size(), nu);
+    }
+
+    std::int64_t n() const { return tables_.n; }
+    std::int64_t q() const { return tables_.q; }
+
+    // Fast path: y a C-contiguous float32/float64 ndarray with y.shape[0] == n.
+    // Returns None when y is not such an array (the Python side then converts
+    // it and calls again); raises for a wrong length or a bad `out`.
+    py::object apply(const py::object& yobj, const py::object& outobj, int threads) const {
+        if (!py::isinstance<py::array>(yobj)) return py::none();
+        py::array y = py::reinterpret_borrow<py::array>(yobj);
+        const bool f64 = py::isinstance<py::array_t<double>>(y);
+        const bool f32 = !f64 && py::isinstance<py::array_t<float>>(y);
+        if (!(f64 || f32) || !(y.flags() & py::array::c_style) || y.ndim() < 1) return py::none();
+        if (y.shape(0) != tables_.n) {
+            std::ostringstream os;
+            os << "y has " << y.shape(0) << " rows along the knot axis but the plan has n = " << tables_.n
+               << " knots";
+            throw py::value_error(os.str());
+        }
+        const std::size_t m = columns_of(y);
+        std::vector<py::ssize_t> shape(y.shape(), y.shape() + y.ndim());
+        shape[0] = tables_.q;
+        py::array out;
+        if (outobj.is_none()) {
+            out = f64 ? py::array(py::array_t<double>(shape)) : py::array(py::array_t<float>(shape));
+        } else {
+            if (!py::isinstance<py::array>(outobj)) throw py::type_error("out must be a numpy array");
+            out = py::reinterpret_borrow<py::array>(outobj);
+            if (!out.dtype().is(y.dtype()))
+                throw py::type_error("out has dtype " + std::string(py::str(out.dtype())) +
+                                     " but y has dtype " + std::string(py::str(y.dtype())));
+            if (!(out.flags() & py::array::c_style) || !out.writeable())
+                throw py::value_error("out must be a writeable C-contiguous array");
+            bool ok = out.ndim() == static_cast<py::ssize_t>(shape.size());
+            for (std::size_t d = 0; ok && d < shape.size(); ++d) ok = out.shape(d) == shape[d];
+            if (!ok) {
+                std::ostringstream os;
+                os << "out has shape " << std::string(py::str(py::tuple(py::cast(std::vector<py::ssize_t>(
+                                                  out.shape(), out.shape() + out.ndim())))))
+                   << " but the result has shape "
+                   << std::string(py::str(py::tuple(py::cast(shape))));
+                throw py::value_error(os.str());
+            }
+            if (may_share(y, out)) throw py::value_error("out must not overlap y");
+        }
+        if (f64)
+            run<double>(static_cast<const double*>(y.data()), static_cast<double*>(out.mutable_data()), m,
+                        threads);
+        else
+            run<float>(static_cast<const float*>(y.data()), static_cast<float*>(out.mutable_data()), m,
+                       threads);
+        return std::move(out);
+    }
+
+    // The dense (q x n) operator: the plan applied to the identity.
+    py::array_t<double> matrix() const {
+        const std::size_t n = static_cast<std::size_t>(tables_.n), q = static_cast<std::size_t>(tables_.q);
+        std::vector<double> eye(n * n, 0.0);
+        for (std::size_t i = 0; i < n; ++i) eye[i * n + i] = 1.0;
+        py::array_t<double> out({static_cast<py::ssize_t>(q), static_cast<py::ssize_t>(n)});
+        run<double>(eye.data(), out.mutable_data(), n, 1);
+        return out;
+    }
+
+    const ReinschFactor& factor() const { return factor_; }
+
+private:
+    static bool may_share(const py::array& a, const py::array& b) {
+        const char* a0 = static_cast<const char*>(a.data());
+        const char* b0 = static_cast<const char*>(b.data());
+        const char* a1 = a0 + a.nbytes();
+        const char* b1 = b0 + b.nbytes();
+        return a0 < b1 && b0 < a1;
+    }
+
+    template <class T>
+    void run(const T* y, T* out, std::size_t m, int threads) const {
+        const std::size_t tw = tile_width(tables_.n, sizeof(T), m);
+        const std::size_t work = m * static_cast<std::size_t>(tables_.n + tables_.q);
+        py::gil_scoped_release release;
+        for_each_tile(m, tw, work, threads, [&](std::size_t c0, std::size_t w) {
+            auto& buf = tls_buffer(gamma_rows(tables_.n) * w);
+            if constexpr (std::is_same<T, double>::value)
+                plan_tile_f64(tables_, y, m, out, m, c0, w, buf.data());
+            else
+                plan_tile_f32(tables_, y, m, out, m, c0, w, buf.data());
+        });
+    }
+
+    ReinschFactor factor_;
+    PlanTables tables_;
+};
+
+// g and gamma at the knots for every column of y (C-contiguous, (n, ...)).
+template <class T>
+py::tuple fit_impl(const ReinschFactor& f, const py::array& y, int threads) {
+    const PlanTables p = make_plan_tables(f, nullptr, 0, 0);
+    const std::size_t m = columns_of(y);
+    std::vector<py::ssize_t> shape(y.shape(), y.shape() + y.ndim());
+    py::array_t<T> g(shape), gam(shape);
+    std::vector<double> ih(f.h.size());
+    for (std::size_t i = 0; i < ih.size(); ++i) ih[i] = 1.0 / f.h[i];
+    const T* yp = static_cast<const T*>(y.data());
+    T* gp = g.mutable_data();
+    T* cp = gam.mutable_data();
+    {
+        py::gil_scoped_release release;
+        const std::size_t tw = tile_width(p.n, sizeof(T), m);
+        for_each_tile(m, tw, m * static_cast<std::size_t>(p.n) * 2, threads, [&](std::size_t c0, std::size_t w) {
+            auto& buf = tls_buffer(gamma_rows(p.n) * w);
+            if constexpr (std::is_same<T, double>::value)
+                fit_tile_f64(p, f.lam_over_w.data(), ih.data(), yp, m, gp, cp, m, c0, w, buf.data());
+            else
+                fit_tile_f32(p, f.lam_over_w.data(), ih.data(), yp, m, gp, cp, m, c0, w, buf.data());
+        });
+    }
+    return py::make_tuple(g, gam);
+}
+
+py::array checked_float_array(const py::array& y, const char* name, py::ssize_t n) {
+    const bool ok = py::isinstance<py::array_t<double>>(y) || py::isinstance<py::array_t<float>>(y);
+    if (!ok) throw py::type_error(std::string(name) + " must be float32 or float64, got " +
+                                  std::string(py::str(y.dtype())));
+    if (!(y.flags() & py::array::c_style)) throw py::value_error(std::string(name) + " must be C-contiguous");
+    if (y.ndim() < 1 || y.shape(0) != n)
+        throw py::value_error(std::string(name) + " must have " + std::to_string(n) + " rows along the knot axis");
+    return y;
+}
+
+py::tuple fit(const py::array& x, const py::array& w, double lam, const py::array& y, int threads) {
+    const auto xv = as_f64_vector(x, "x");
+    const auto wv = as_f64_vector(w, "w");
+    if (wv.size() != xv.size()) throw py::value_error("w and x differ in length");
+    const ReinschFactor f = factor_reinsch(xv.data(), wv.data(), xv.size(), lam);
+    checked_float_array(y, "y", static_cast<py::ssize_t>(xv.size()));
+    if (py::isinstance<py::array_t<double>>(y)) return fit_impl<double>(f, y, threads);
+    return fit_impl<float>(f, y, threads);
+}
+
+// Values (nu = 0, 1, 2) at xq of the natural cubic spline with values g and
+// second derivatives gam at the knots x (both C-contiguous (n, ...), same dtype).
+template <class T>
+py::array evaluate_impl(const std::vector<double>& xv, const py::array& g, const py::array& gam,
+                        const std::vector<double>& xq, int nu, int threads) {
+    const std::size_t m = columns_of(g);
+    const std::size_t n = xv.size();
+    std::vector<EvalTerm> terms(xq.size());
+    for (std::size_t i = 0; i < xq.size(); ++i) terms[i] = eval_term(xv, xq[i], nu);
+    std::vector<py::ssize_t> shape(g.shape(), g.shape() + g.ndim());
+    shape[0] = static_cast<py::ssize_t>(xq.size());
+    py::array_t<T> out(shape);
+    const T* gp = static_cast<const T*>(g.data());
+    const T* cp = static_cast<const T*>(gam.data());
+    T* op = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        const std::size_t tw = std::min<std::size_t>(m, 4096);
+        for_each_tile(m, tw, m * xq.size(), threads, [&](std::size_t c0, std::size_t w) {
+            for (std::size_t qi = 0; qi < terms.size(); ++qi) {
+                const EvalTerm& e = terms[qi];
+                const std::size_t k0 = static_cast<std::size_t>(e.k);
+                const std::size_t k1 = std::min(k0 + 1, n - 1);
+                const T* ga = gp + k0 * m + c0;
+                const T* gb = gp + k1 * m + c0;
+                const T* ca = cp + k0 * m + c0;
+                const T* cb = cp + k1 * m + c0;
+                T* o = op + qi * m + c0;
+                const double cg1 = (n > 1) ? e.cg1 : 0.0, cc1 = (n > 1) ? e.cc1 : 0.0;
+                for (std::size_t j = 0; j < w; ++j)
+                    o[j] = static_cast<T>(e.cg0 * static_cast<double>(ga[j]) + cg1 * static_cast<double>(gb[j]) +
+                                          e.cc0 * static_cast<double>(ca[j]) + cc1 * static_cast<double>(cb[j]));
+            }
+        });
+    }
+    return std::move(out);
+}
+
+py::array evaluate(const py::array& x, const py::array& g, const py::array& gam, const py::array& xq, int nu,
+                   int threads) {
+    const auto xv = as_f64_vector(x, "x");
+    const auto qv = as_f64_vector(xq, "xq");
+    if (nu < 0 || nu > 2) throw py::value_error("nu must be 0, 1 or 2, got " + std::to_string(nu));
+    if (xv.empty()) throw py::value_error("need at least one knot");
+    checked_float_array(g, "g", static_cast<py::ssize_t>(xv.size()));
+    checked_float_array(gam, "gamma", static_cast<py::ssize_t>(xv.size()));
+    if (!g.dtype().is(gam.dtype())) throw py::type_error("g and gamma must have the same dtype");
+    if (py::isinstance<py::array_t<double>>(g)) return evaluate_impl<double>(xv, g, gam, qv, nu, threads);
+    return evaluate_impl<float>(xv, g, gam, qv, nu, threads);
+}
+
+// Weighted GCV score for one lam, all columns sharing it:
+//   V(lam) = n * RSS_w / (n - tr S)^2,  RSS_w = sum_cols sum_i w_i (y_i - g_i)^2.
+// Returns (score, trace, rss).
+py::tuple gcv(const py::array& x, const py::array& w, double lam, const py::array& y, int threads) {
+    const auto xv = as_f64_vector(x, "x");
+    const auto wv = as_f64_vector(w, "w");
+    if (wv.size() != xv.size()) throw py::value_error("w and x differ in length");
+    const ReinschFactor f = factor_reinsch(xv.data(), wv.data(), xv.size(), lam);
+    checked_float_array(y, "y", static_cast<py::ssize_t>(xv.size()));
+    py::tuple gg = py::isinstance<py::array_t<double>>(y) ? fit_impl<double>(f, y, threads)
+                                                          : fit_impl<float>(f, y, threads);
+    py::array g = gg[0];
+    const std::size_t n = xv.size(), m = columns_of(y);
+    double rss = 0.0;
+    auto accumulate = [&](auto* yp, auto* gp) {
+        for (std::size_t i = 0; i < n; ++i) {
+            double s = 0.0;
+            for (std::size_t j = 0; j < m; ++j) {
+                const double r = static_cast<double>(yp[i * m + j]) - static_cast<double>(gp[i * m + j]);
+                s += r * r;
+            }
+            rss += wv[i] * s;
+        }
+    };
+    if (py::isinstance<py::array_t<double>>(y))
+        accumulate(static_cast<const double*>(y.data()), static_cast<const double*>(g.data()));
+    else
+        accumulate(static_cast<const float*>(y.data()), static_cast<const float*>(g.data()));
+    const double tr = smoother_trace(f);
+    const double dn = static_cast<double>(n);
+    const double denom = (dn - tr) * (dn - tr);
+    const double score = denom > 0 ? dn * rss / denom : std::numeric_limits<double>::infinity();
+    return py::make_tuple(score, tr, rss);
+}
+
+double trace(const py::array& x, const py::array& w, double lam) {
+    const auto xv = as_f64_vector(x, "x");
+    const auto wv = as_f64_vector(w, "w");
+    if (wv.size() != xv.size()) throw py::value_error("w and x differ in length");
+    return smoother_trace(factor_reinsch(xv.data(), wv.data(), xv.size(), lam));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, mod) {
+    mod.doc() = "letcc's compiled CPU core: Reinsch smoothing splines over many columns";
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const std::invalid_argument& e) {
+            PyErr_SetString(PyExc_ValueError, e.what());
+        }
+    });
+    py::class_<Plan>(mod, "Plan")
+        .def(py::init<const py::array&, const py::array&, double, const py::array&, int>(), py::arg("x"),
+             py::arg("w"), py::arg("lam"), py::arg("at"), py::arg("nu") = 0)
+        .def_property_readonly("n", &Plan::n)
+        .def_property_readonly("q", &Plan::q)
+        .def("apply", &Plan::apply, py::arg("y"), py::arg("out") = py::none(), py::arg("threads") = 0)
+        .def("matrix", &Plan::matrix)
+        .def("trace", [](const Plan& p) { return smoother_trace(p.factor()); });
+    mod.def("fit", &fit, py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("y"), py::arg("threads") = 0);
+    mod.def("evaluate", &evaluate, py::arg("x"), py::arg("g"), py::arg("gamma"), py::arg("xq"), py::arg("nu"),
+            py::arg("threads") = 0);
+    mod.def("gcv", &gcv, py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("y"), py::arg("threads") = 0);
+    mod.def("smoother_trace", &trace, py::arg("x"), py::arg("w"), py::arg("lam"));
+    mod.def("set_num_threads", [](int k) { ThreadPool::instance().set_num_threads(k); }, py::arg("k"));
+    mod.def("get_num_threads", []() { return ThreadPool::instance().num_threads(); });
+    mod.def("kernel_isa", []() { return std::string(kernel_isa()); });
+}

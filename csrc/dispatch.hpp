@@ -1,0 +1,29 @@
+// Entry points of the compiled kernels, one per (operation, dtype). They are
+// plain functions so that the dispatch file can build each one for several
+// instruction sets and pick at run time (GCC/Clang target_clones).
+#pragma once
+
+#include <cstddef>
+
+#include "plan.hpp"
+
+namespace letcc {
+
+// out (q x m, ldo) = plan applied to y (n x m, ldy), columns [c0, c0 + tw).
+void plan_tile_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out, std::size_t ldo,
+                   std::size_t c0, std::size_t tw, double* buf);
+void plan_tile_f32(const PlanTables& p, const float* y, std::size_t ldy, float* out, std::size_t ldo,
+                   std::size_t c0, std::size_t tw, double* buf);
+
+// g and gamma (n x m) of the spline fitted to y, columns [c0, c0 + tw).
+void fit_tile_f64(const PlanTables& p, const double* lam_over_w, const double* ih, const double* y,
+                  std::size_t ldy, double* g, double* gam, std::size_t ldo, std::size_t c0,
+                  std::size_t tw, double* buf);
+void fit_tile_f32(const PlanTables& p, const double* lam_over_w, const double* ih, const float* y,
+                  std::size_t ldy, float* g, float* gam, std::size_t ldo, std::size_t c0,
+                  std::size_t tw, double* buf);
+
+// The instruction set the clones picked on this CPU ("avx512", "avx2", "baseline").
+const char* kernel_isa();
+
+}  // namespace letcc

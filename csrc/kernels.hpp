@@ -1,0 +1,112 @@
+// Column-tile kernels for the Reinsch plan, templated on the storage type T of
+// y and the output (float or double). All arithmetic is float64. The inner
+// loops run over contiguous columns of a tile with restrict pointers, so the
+// compiler vectorises them (the dispatch file compiles them for AVX-512, AVX2
+// and baseline x86-64 and picks at run time).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "plan.hpp"
+
+#if defined(__GNUC__)
+#define LETCC_INLINE inline __attribute__((always_inline))
+#define LETCC_RESTRICT __restrict__
+#else
+#define LETCC_INLINE inline
+#define LETCC_RESTRICT
+#endif
+
+namespace letcc {
+namespace kernels {
+
+// Forward substitution fused with z = Q^T y, then back substitution: leaves
+// gamma for columns [c0, c0 + tw) in buf (row r = knot r - 1; see plan.hpp).
+template <class T>
+LETCC_INLINE void solve_tile(const PlanTables& p, const T* LETCC_RESTRICT y, std::size_t ldy,
+                             std::size_t c0, std::size_t tw, double* LETCC_RESTRICT buf) {
+    const std::int64_t n = p.n;
+    const std::size_t rows = gamma_rows(n);
+    for (std::size_t r = 0; r < rows; ++r) {
+        // Only the padding rows and the two end knots must be zero; interior
+        // rows are overwritten below.
+        if (r <= 1 || r >= static_cast<std::size_t>(n)) {
+            double* LETCC_RESTRICT b = buf + r * tw;
+            for (std::size_t j = 0; j < tw; ++j) b[j] = 0.0;
+        }
+    }
+    for (std::int64_t i = 1; i + 1 < n; ++i) {
+        const T* LETCC_RESTRICT ym = y + static_cast<std::size_t>(i - 1) * ldy + c0;
+        const T* LETCC_RESTRICT y0 = ym + ldy;
+        const T* LETCC_RESTRICT yp = y0 + ldy;
+        double* LETCC_RESTRICT z = buf + static_cast<std::size_t>(i + 1) * tw;
+        const double* LETCC_RESTRICT z1 = z - tw;
+        const double* LETCC_RESTRICT z2 = z - 2 * tw;
+        const double a = p.qa[i], b = p.qb[i], c = p.qc[i], l1 = p.l1[i], l2 = p.l2[i];
+        for (std::size_t j = 0; j < tw; ++j)
+            z[j] = a * static_cast<double>(ym[j]) + b * static_cast<double>(y0[j]) +
+                   c * static_cast<double>(yp[j]) - l1 * z1[j] - l2 * z2[j];
+    }
+    for (std::int64_t i = n - 2; i >= 1; --i) {
+        double* LETCC_RESTRICT g = buf + static_cast<std::size_t>(i + 1) * tw;
+        const double* LETCC_RESTRICT g1 = g + tw;
+        const double* LETCC_RESTRICT g2 = g + 2 * tw;
+        const double d = p.inv_d[i], u1 = p.l1[i + 1], u2 = p.l2[i + 2];
+        for (std::size_t j = 0; j < tw; ++j) g[j] = g[j] * d - u1 * g1[j] - u2 * g2[j];
+    }
+}
+
+// out[qrow] = cy0 y[k] + cy1 y[k+1] + sum_t cgam[t] gamma[k-1+t]
+template <class T>
+LETCC_INLINE void eval_tile(const PlanTables& p, const T* LETCC_RESTRICT y, std::size_t ldy,
+                            T* LETCC_RESTRICT out, std::size_t ldo, std::size_t c0, std::size_t tw,
+                            const double* LETCC_RESTRICT buf) {
+    for (std::int64_t qi = 0; qi < p.q; ++qi) {
+        const std::int64_t k = p.k[qi];
+        const T* LETCC_RESTRICT ya = y + static_cast<std::size_t>(k) * ldy + c0;
+        const T* LETCC_RESTRICT yb = y + static_cast<std::size_t>(p.k1[qi]) * ldy + c0;
+        const double* LETCC_RESTRICT g = buf + static_cast<std::size_t>(k) * tw;  // knot k - 1
+        const double* LETCC_RESTRICT g0 = g;
+        const double* LETCC_RESTRICT g1 = g + tw;
+        const double* LETCC_RESTRICT g2 = g + 2 * tw;
+        const double* LETCC_RESTRICT g3 = g + 3 * tw;
+        const double* cg = &p.cgam[4 * qi];
+        const double ca = p.cy[2 * qi], cb = p.cy[2 * qi + 1];
+        const double e0 = cg[0], e1 = cg[1], e2 = cg[2], e3 = cg[3];
+        T* LETCC_RESTRICT o = out + static_cast<std::size_t>(qi) * ldo + c0;
+        for (std::size_t j = 0; j < tw; ++j)
+            o[j] = static_cast<T>(ca * static_cast<double>(ya[j]) + cb * static_cast<double>(yb[j]) +
+                                  e0 * g0[j] + e1 * g1[j] + e2 * g2[j] + e3 * g3[j]);
+    }
+}
+
+// Fit only: g = y - lam W^-1 Q gamma and gamma at the knots, for the
+// SmoothingSpline object (which evaluates later at arbitrary points).
+template <class T>
+LETCC_INLINE void fit_tile(const PlanTables& p, const double* lam_over_w, const double* ih,
+                           const T* LETCC_RESTRICT y, std::size_t ldy, T* LETCC_RESTRICT gout,
+                           T* LETCC_RESTRICT gamout, std::size_t ldo, std::size_t c0, std::size_t tw,
+                           const double* LETCC_RESTRICT buf) {
+    const std::int64_t n = p.n;
+    for (std::int64_t i = 0; i < n; ++i) {
+        const double* LETCC_RESTRICT gm = buf + static_cast<std::size_t>(i) * tw;  // knot i - 1
+        const double* LETCC_RESTRICT g0 = gm + tw;
+        const double* LETCC_RESTRICT gp = g0 + tw;
+        const T* LETCC_RESTRICT yi = y + static_cast<std::size_t>(i) * ldy + c0;
+        T* LETCC_RESTRICT go = gout + static_cast<std::size_t>(i) * ldo + c0;
+        T* LETCC_RESTRICT ga = gamout + static_cast<std::size_t>(i) * ldo + c0;
+        // (Q gamma)_i = gamma_{i-1}/h_{i-1} - gamma_i (1/h_{i-1} + 1/h_i) + gamma_{i+1}/h_i
+        const double il = (i >= 1) ? ih[i - 1] : 0.0;
+        const double ir = (i + 1 < n) ? ih[i] : 0.0;
+        const double s = lam_over_w[i];
+        const double a = s * il, b = -s * (il + ir), c = s * ir;
+        for (std::size_t j = 0; j < tw; ++j) {
+            go[j] = static_cast<T>(static_cast<double>(yi[j]) - (a * gm[j] + b * g0[j] + c * gp[j]));
+            ga[j] = static_cast<T>(g0[j]);
+        }
+    }
+}
+
+}  // namespace kernels
+}  // namespace letcc

@@ -1,0 +1,68 @@
+// A precomputed smoothing plan: fit on fixed knots (x, w, lam) and evaluate at
+// fixed points. Applying it to y (n x m, row-major) is three streaming passes
+// over a tile of columns (forward substitution fused with Q^T y, back
+// substitution, evaluation), with the tile's gamma rows held in a float64
+// buffer small enough to stay in L2. y is read from memory once and the output
+// written once; the column tiles are independent, so threads split them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "eval_coeffs.hpp"
+#include "reinsch.hpp"
+
+namespace letcc {
+
+// Everything a kernel needs, flat and padded so the inner loops have no
+// branches: knot-indexed arrays have two extra zero entries at the end.
+struct PlanTables {
+    std::int64_t n = 0, q = 0;
+    std::vector<double> qa, qb, qc, l1, l2, inv_d;  // size n + 2
+    std::vector<std::int64_t> k;                   // size q
+    std::vector<std::int64_t> k1;                  // min(k + 1, n - 1)
+    std::vector<double> cy;                        // 2 per query
+    std::vector<double> cgam;                      // 4 per query, gamma rows k-1 .. k+2
+};
+
+inline PlanTables make_plan_tables(const ReinschFactor& f, const double* at, std::size_t q, int nu) {
+    PlanTables p;
+    p.n = static_cast<std::int64_t>(f.n);
+    p.q = static_cast<std::int64_t>(q);
+    auto pad = [&](const std::vector<double>& v) {
+        std::vector<double> out(f.n + 2, 0.0);
+        for (std::size_t i = 0; i < v.size() && i < f.n; ++i) out[i] = v[i];
+        return out;
+    };
+    p.qa = pad(f.qa); p.qb = pad(f.qb); p.qc = pad(f.qc);
+    p.l1 = pad(f.l1); p.l2 = pad(f.l2); p.inv_d = pad(f.inv_d);
+    p.k.resize(q); p.k1.resize(q); p.cy.resize(2 * q); p.cgam.resize(4 * q);
+    for (std::size_t j = 0; j < q; ++j) {
+        const PlanRow r = plan_row(f, at[j], nu);
+        p.k[j] = r.k;
+        p.k1[j] = (r.k + 1 < p.n) ? r.k + 1 : p.n - 1;
+        p.cy[2 * j] = r.cy0;
+        p.cy[2 * j + 1] = r.cy1;
+        for (int t = 0; t < 4; ++t) p.cgam[4 * j + t] = r.cgam[t];
+    }
+    return p;
+}
+
+// Gamma buffer layout for one tile: row r holds knot r - 1 (r = 0 .. n + 2),
+// so that rows for knots -1, 0, n - 1, n are zero and the kernels never branch.
+inline std::size_t gamma_rows(std::int64_t n) { return static_cast<std::size_t>(n) + 3; }
+
+// Columns per tile: the float64 gamma buffer plus the input rows of a tile stay
+// within about half of a 512 KiB L2, rounded to a multiple of 32 columns.
+inline std::size_t tile_width(std::int64_t n, std::size_t elem_size, std::size_t m) {
+    const std::size_t bytes_per_col = (gamma_rows(n)) * 8 + static_cast<std::size_t>(n) * elem_size;
+    std::size_t tw = (192 * 1024) / (bytes_per_col ? bytes_per_col : 1);
+    tw = tw / 32 * 32;
+    if (tw < 32) tw = 32;
+    if (tw > 4096) tw = 4096;
+    if (tw > m) tw = m;
+    return tw;
+}
+
+}  // namespace letcc
