@@ -1,11 +1,53 @@
 """letcc: learning-theoretic coded computing for straggler-resilient inference.
 
-Layers (imports point down this list only): splines -> codes -> stragglers
--> runtime -> experiments/cli. See DESIGN notes in the repository.
+Layers, each depending only on the ones above it (imports point down):
+
+1. ``letcc.splines``    smoothing splines over many columns (compiled core)
+2. ``letcc.codes``      LeTCC and BACC encoders/decoders; ``letcc.nodes``,
+                        ``letcc.metrics``, ``letcc.tune``, ``letcc.policy``
+3. ``letcc.stragglers`` who is late and by how much
+4. ``letcc.runtime``    coded inference on worker processes or Ray
+5. ``letcc.experiments``, ``letcc.cli``  models, data, sweeps, plots
+
+Only layer 1 is imported eagerly; the rest load on first attribute access so
+that ``import letcc`` stays cheap (worker processes import it too).
 """
-from letcc._version import __version__
+from __future__ import annotations
+
+import importlib
+
 from letcc import _core
+from letcc._version import __version__
 from letcc.splines import SmoothingSpline, SplineSmoother, select_lam_gcv
+
+# public name -> module that defines it (loaded on first access)
+_LAZY_ATTRS = {
+    "LeTCC": "letcc.codes",
+    "BACC": "letcc.codes",
+    "Uncoded": "letcc.codes",
+    "Replication": "letcc.codes",
+    "tune": "letcc.tune",
+    "LamPolicy": "letcc.policy",
+    "CodedInference": "letcc.runtime",
+    "cuda_available": "letcc.splines.cuda_dispatch",
+}
+_LAZY_MODULES = {
+    "splines", "codes", "nodes", "metrics", "stragglers", "policy", "runtime", "experiments", "cli",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY_ATTRS:
+        value = getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
+        globals()[name] = value
+        return value
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"letcc.{name}")
+    raise AttributeError(f"module 'letcc' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_ATTRS) | _LAZY_MODULES)
 
 
 def set_num_threads(k: int) -> None:
@@ -31,4 +73,5 @@ __all__ = [
     "set_num_threads",
     "get_num_threads",
     "kernel_isa",
+    *_LAZY_ATTRS,
 ]
