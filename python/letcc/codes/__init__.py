@@ -1,0 +1,16 @@
+"""Layer 2: coded computing schemes, pure array code (no processes, no models).
+
+Every code has K, N, alpha, beta, encode(X), decode(Y, available),
+can_decode(available), is_complete(available) (see letcc.codes._base).
+
+- LeTCC: smoothing-spline encoder and decoder (the scheme of the paper);
+- BACC: Berrut rational interpolation (the baseline of the paper);
+- Uncoded, Replication: no coding, for comparison.
+"""
+from letcc.codes._base import Code
+from letcc.codes.bacc import BACC, berrut_matrix
+from letcc.codes.baselines import Replication, Uncoded
+from letcc.codes.lam_defaults import GapScaledLam
+from letcc.codes.letcc_code import LeTCC
+
+__all__ = ["Code", "LeTCC", "BACC", "Uncoded", "Replication", "GapScaledLam", "berrut_matrix"]

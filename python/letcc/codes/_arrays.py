@@ -1,0 +1,105 @@
+"""Array kinds in and out of the codes: numpy (float32/float64), torch
+tensors (CPU, and CUDA through their own operations), CuPy arrays.
+
+The codes never convert an array to another kind on the hot path: rows are
+reordered with the array's own indexing and dense operators (BACC) are applied
+with the array's own matmul, so GPU arrays stay on their device and CPU torch
+tensors come back as torch tensors. Spline operators go through
+letcc.SplineSmoother, which already handles every kind.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from letcc.splines._arrays import is_gpu_array, is_torch_tensor
+
+__all__ = ["is_gpu_array", "is_torch_tensor", "as_array", "take_rows", "apply_dense", "to_host_2d"]
+
+
+def _is_cupy(obj: Any) -> bool:
+    return type(obj).__module__.startswith("cupy")
+
+
+def as_array(obj: Any, name: str):
+    """obj unchanged when it is a numpy array, torch tensor or GPU array;
+    otherwise (lists, scalars) a numpy array. Shape must have a leading axis."""
+    if not (isinstance(obj, np.ndarray) or is_torch_tensor(obj) or is_gpu_array(obj)):
+        if np.iscomplexobj(obj):
+            raise TypeError(f"{name} must hold float32 or float64 numbers, got complex values")
+        try:
+            obj = np.asarray(obj)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be an array, got {type(obj).__name__}") from exc
+    if len(obj.shape) == 0:
+        raise ValueError(f"{name} must have a leading axis, got a scalar")
+    return obj
+
+
+def _float_torch_dtype(t, name: str):
+    import torch
+
+    if t.dtype in (torch.float32, torch.float64):
+        return t.dtype
+    if not t.dtype.is_floating_point and not t.dtype.is_complex:
+        return torch.float64
+    raise TypeError(f"{name} must hold float32 or float64 numbers, got torch dtype {t.dtype}")
+
+
+def _float_np_dtype(dt: np.dtype, name: str) -> np.dtype:
+    if dt in (np.float32, np.float64):
+        return dt
+    if dt.kind in "iub":
+        return np.dtype(np.float64)
+    raise TypeError(f"{name} must hold float32 or float64 numbers, got dtype {dt}")
+
+
+def take_rows(arr, idx: np.ndarray):
+    """arr[idx] along the first axis, with arr's own indexing (stays on its device)."""
+    if is_torch_tensor(arr):
+        import torch
+
+        return arr.index_select(0, torch.as_tensor(idx, dtype=torch.int64, device=arr.device))
+    if _is_cupy(arr):
+        import cupy
+
+        return arr[cupy.asarray(idx)]
+    return arr[idx]
+
+
+def apply_dense(M: np.ndarray, Y, name: str = "Y"):
+    """M @ Y over the first axis of Y, for any trailing shape: (q, n) x (n, ...) -> (q, ...).
+
+    M is float64; it is cast to Y's float dtype (integers give float64) and put
+    on Y's device, and the product uses Y's own matmul.
+    """
+    q, n = M.shape
+    trailing = tuple(Y.shape[1:])
+    if is_torch_tensor(Y):
+        import torch
+
+        dtype = _float_torch_dtype(Y, name)
+        Mt = torch.from_numpy(M).to(device=Y.device, dtype=dtype)
+        Y2 = Y.detach().reshape(n, -1).to(dtype)
+        return (Mt @ Y2).reshape((q,) + trailing)
+    if _is_cupy(Y):
+        import cupy
+
+        dtype = _float_np_dtype(np.dtype(Y.dtype), name)
+        return (cupy.asarray(M, dtype=dtype) @ Y.reshape(n, -1).astype(dtype, copy=False)).reshape((q,) + trailing)
+    dtype = _float_np_dtype(Y.dtype, name)
+    Y2 = Y.reshape(n, -1).astype(dtype, copy=False)
+    return (M.astype(dtype, copy=False) @ Y2).reshape((q,) + trailing)
+
+
+def to_host_2d(Y) -> np.ndarray:
+    """A C-contiguous float numpy (n, m) copy or view of Y (copied to the host if on a GPU)."""
+    if is_torch_tensor(Y):
+        dtype = _float_torch_dtype(Y, "Y")
+        Y = Y.detach().to(dtype).cpu().numpy()
+    elif _is_cupy(Y):
+        Y = Y.get()
+    arr = np.asarray(Y)
+    dtype = _float_np_dtype(arr.dtype, "Y")
+    return np.ascontiguousarray(arr.reshape(arr.shape[0], -1), dtype=dtype)

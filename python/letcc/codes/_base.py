@@ -1,0 +1,101 @@
+"""The interface every code implements, and the argument checks they share.
+
+    code.K, code.N            number of inputs, number of workers
+    code.alpha, code.beta     float64 nodes (None where a code has none)
+    code.encode(X)            (K, ...) -> (N, ...) coded inputs, same kind and dtype
+    code.decode(Y, available) (len(available), ...) worker outputs -> (K, ...) estimates
+    code.can_decode(available)  whether decode() accepts this set of workers
+    code.is_complete(available) whether waiting for more workers cannot improve the estimate
+
+`available` holds worker indices 0..N-1 in any order (e.g. arrival order); row
+i of Y is the output of worker available[i].
+"""
+from __future__ import annotations
+
+import numbers
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from letcc.codes._arrays import as_array, is_torch_tensor
+
+
+def as_count(n, name: str, minimum: int = 1) -> int:
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (numbers.Integral, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {n!r}")
+    if int(n) < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {n!r}")
+    return int(n)
+
+
+class Code(ABC):
+    """Base class of the codes (see the module docstring for the interface)."""
+
+    K: int
+    N: int
+    alpha: np.ndarray | None = None
+    beta: np.ndarray | None = None
+
+    @abstractmethod
+    def encode(self, X):
+        """X (K, ...) -> coded inputs (N, ...), same kind and dtype as X."""
+
+    @abstractmethod
+    def decode(self, Y, available):
+        """Y (len(available), ...) outputs of workers `available` -> (K, ...) estimates."""
+
+    @abstractmethod
+    def can_decode(self, available) -> bool:
+        """Whether decode() can produce estimates from this set of workers."""
+
+    @abstractmethod
+    def is_complete(self, available) -> bool:
+        """Whether waiting for more workers cannot improve the estimate."""
+
+    # ---- shared checks -------------------------------------------------
+
+    def _available(self, available, allow_empty: bool = False) -> np.ndarray:
+        """`available` as an int64 array of distinct indices in 0..N-1 (order kept)."""
+        if is_torch_tensor(available):
+            available = available.detach().cpu().numpy()
+        arr = np.asarray(available)
+        if arr.ndim == 0:
+            raise ValueError(f"available must be a 1-D sequence of worker indices, got the scalar {available!r}")
+        if arr.ndim != 1:
+            raise ValueError(f"available must be 1-D, got shape {arr.shape}")
+        if arr.size == 0:
+            if allow_empty:
+                return np.zeros(0, dtype=np.int64)
+            raise ValueError("available is empty: at least one worker must have answered to decode")
+        if arr.dtype.kind not in "iu":
+            if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+                arr = arr.astype(np.int64)
+            else:
+                raise TypeError(f"available must hold integer worker indices, got dtype {arr.dtype}")
+        arr = arr.astype(np.int64, copy=False)
+        bad = (arr < 0) | (arr >= self.N)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"available[{i}] = {arr[i]} is not a worker index in 0..{self.N - 1}")
+        if np.unique(arr).size != arr.size:
+            vals, counts = np.unique(arr, return_counts=True)
+            raise ValueError(f"available lists worker {int(vals[np.argmax(counts > 1)])} more than once")
+        return arr
+
+    def _inputs(self, X):
+        X = as_array(X, "X")
+        if X.shape[0] != self.K:
+            raise ValueError(f"X has {X.shape[0]} rows but the code encodes K = {self.K} inputs")
+        return X
+
+    def _outputs(self, Y, avail: np.ndarray):
+        Y = as_array(Y, "Y")
+        if Y.shape[0] != avail.shape[0]:
+            raise ValueError(
+                f"Y has {Y.shape[0]} rows but available lists {avail.shape[0]} workers; "
+                "row i of Y must be the output of worker available[i]"
+            )
+        return Y
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(K={self.K}, N={self.N})"

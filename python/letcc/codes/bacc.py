@@ -1,0 +1,101 @@
+"""BACC: Berrut approximated coded computing (the baseline).
+
+Encoder and decoder are Berrut's first-form rational interpolant
+
+    r(z) = sum_i w_i(z) y_i,   w_i(z) = ((-1)^i / (z - z_i)) / sum_j ((-1)^j / (z - z_j)),
+
+with the nodes z_i in ascending order and r(z_i) = y_i exactly when z hits a
+node. Encoding interpolates the inputs placed at alpha and evaluates at beta;
+decoding interpolates the outputs of the workers that answered (the signs
+alternate over those nodes only, in ascending order) and evaluates at alpha.
+Both are linear maps, applied as dense (q, n) operators with the array's own
+matmul (so torch and GPU arrays work as they are).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from letcc.codes._arrays import apply_dense
+from letcc.codes._base import Code, as_count
+from letcc.codes._plan_cache import PlanCache
+from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
+
+__all__ = ["BACC", "berrut_matrix"]
+
+
+def berrut_matrix(nodes: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Dense (q, n) float64 operator of Berrut's interpolant on ascending `nodes`
+    evaluated at `points`: row j holds w_i(points[j]); a point equal to a node
+    gets that node's unit row (exact interpolation)."""
+    nodes = np.asarray(nodes, dtype=np.float64)
+    points = np.asarray(points, dtype=np.float64)
+    diff = points[:, None] - nodes[None, :]
+    signs = np.where(np.arange(nodes.shape[0]) % 2 == 0, 1.0, -1.0)
+    hit = diff == 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = signs[None, :] / diff
+        M = terms / terms.sum(axis=1, keepdims=True)
+    rows_hit = hit.any(axis=1)
+    if rows_hit.any():
+        M[rows_hit] = hit[rows_hit].astype(np.float64)
+    return M
+
+
+class BACC(Code):
+    """Berrut approximated coded computing with K inputs and N workers.
+
+    Parameters
+    ----------
+    K, N : int
+        Number of inputs per round and number of workers.
+    alpha : (K,) array_like, optional
+        Input nodes, strictly increasing in [-1, 1]; default Chebyshev points of
+        the first kind (letcc.nodes.chebyshev_first_kind).
+    beta : (N,) array_like, optional
+        Worker nodes, strictly increasing in [-1, 1]; default Chebyshev points of
+        the second kind (letcc.nodes.chebyshev_second_kind).
+    plan_cache_size : int
+        How many decoder operators (one per available set) to keep.
+
+    Decodes from any non-empty set of workers (one worker gives a constant).
+    """
+
+    def __init__(self, K, N, alpha=None, beta=None, plan_cache_size: int = 128):
+        self.K = as_count(K, "K")
+        self.N = as_count(N, "N")
+        self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
+        self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
+        self.encoder_matrix = berrut_matrix(self.alpha, self.beta)  # (N, K), fixed
+        self._decoders = PlanCache(plan_cache_size)
+
+    def encode(self, X):
+        X = self._inputs(X)
+        return apply_dense(self.encoder_matrix, X, "X")
+
+    def decoder_matrix(self, available) -> np.ndarray:
+        """The (K, len(available)) float64 operator decode() applies: column i
+        weighs the output of worker available[i]."""
+        avail = self._available(available)
+        return self._decoder_for(avail)
+
+    def _decoder_for(self, avail: np.ndarray) -> np.ndarray:
+        order = np.argsort(avail, kind="stable")
+        sorted_idx = avail[order]
+        M = self._decoders.get(sorted_idx.tobytes(), lambda: berrut_matrix(self.beta[sorted_idx], self.alpha))
+        if np.all(order[:-1] < order[1:]):
+            return M
+        # Columns follow the caller's order instead of reordering the rows of Y.
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.shape[0])
+        return M[:, inverse]
+
+    def decode(self, Y, available):
+        avail = self._available(available)
+        Y = self._outputs(Y, avail)
+        return apply_dense(self._decoder_for(avail), Y, "Y")
+
+    def can_decode(self, available) -> bool:
+        return self._available(available, allow_empty=True).size > 0
+
+    def is_complete(self, available) -> bool:
+        return self._available(available, allow_empty=True).size == self.N

@@ -1,0 +1,141 @@
+"""LeTCC: learning-theoretic coded computing with cubic smoothing splines.
+
+Encoding fits one smoothing spline per input coordinate through (alpha_k, x_k)
+and evaluates it at the worker nodes beta; decoding fits one per output
+coordinate through (beta_v, y_v) for the workers v that answered and evaluates
+it at alpha. Both are letcc.SplineSmoother plans: the encoder's is built once,
+the decoders' are cached per (available set, lam).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from letcc.codes._arrays import take_rows, to_host_2d
+from letcc.codes._base import Code, as_count
+from letcc.codes._plan_cache import PlanCache
+from letcc.codes.lam_defaults import resolve_lam_dec, resolve_lam_enc
+from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
+from letcc.splines import SplineSmoother, select_lam_gcv
+from letcc.splines._validation import as_lam
+
+__all__ = ["LeTCC"]
+
+
+class LeTCC(Code):
+    """Learning-theoretic coded computing with K inputs and N workers.
+
+    Parameters
+    ----------
+    K, N : int
+        Inputs per round and workers.
+    lam_enc : float, 'auto', callable or policy, default 'auto'
+        Encoder smoothing parameter (scipy ``make_smoothing_spline`` meaning:
+        plain sum in the data term; the paper's lam is this divided by K).
+        0 makes the coded inputs pass exactly through the inputs. 'auto' uses
+        ``lam_dec``'s ``.lam_enc(K, N)`` when lam_dec is a policy that has one,
+        else the default policy (letcc.codes.GapScaledLam). A callable is
+        called as ``fn(K, N)``; an object with ``.lam_enc(K, N)`` is asked once.
+    lam_dec : float, None, 'auto', 'gcv', callable or policy, default 'auto'
+        Decoder smoothing parameter (same meaning; the paper's is this divided
+        by the number of answering workers).
+
+        - a number: the same lam for every decode;
+        - None or 'gcv': chosen per decode by generalised cross-validation on
+          the outputs (letcc.select_lam_gcv); right for noisy workers, costs
+          about 70 extra passes over the outputs per decode, not cached;
+        - 'auto': the default policy, lam = c * (largest gap between the
+          answering nodes)^3, which shrinks as N grows and grows with the
+          holes stragglers leave (see letcc.codes.lam_defaults);
+        - a lam policy: any object with ``.lam_dec(beta_available, N, K)``
+          (and optionally ``.lam_enc(K, N)``), or a callable
+          ``fn(beta_available, N, K)``. ``beta_available`` is the ascending
+          float64 array of the answering workers' nodes. It returns a lam >= 0,
+          or None for "GCV on this call". It is called on every decode (keep it
+          cheap); plans are cached by (available set, returned lam).
+    alpha, beta : array_like, optional
+        Strictly increasing nodes in [-1, 1] for the inputs (K) and the workers
+        (N); default Chebyshev points of the first / second kind.
+    plan_cache_size : int
+        How many decoder plans to keep (least recently used dropped first).
+
+    Attributes ``lam_enc`` (the float in use), ``lam_dec`` (as given) and
+    ``last_lam_dec`` (the lam the latest decode used).
+    """
+
+    def __init__(self, K, N, lam_enc="auto", lam_dec="auto", alpha=None, beta=None,
+                 plan_cache_size: int = 128):
+        self.K = as_count(K, "K")
+        self.N = as_count(N, "N")
+        self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
+        self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
+        self._lam_dec_kind, self._lam_dec_value = resolve_lam_dec(lam_dec)
+        self.lam_dec = lam_dec
+        self.lam_enc = resolve_lam_enc(lam_enc, lam_dec, self.K, self.N)
+        self.encoder = SplineSmoother(self.alpha, self.beta, lam=self.lam_enc)
+        self._decoders = PlanCache(plan_cache_size)
+        self.last_lam_dec: float | None = None
+
+    # ---- encoding -------------------------------------------------------
+
+    def encode(self, X):
+        """X (K, ...) -> coded inputs (N, ...): the encoder spline at every beta_n."""
+        return self.encoder(self._inputs(X))
+
+    # ---- decoding -------------------------------------------------------
+
+    def _lam_dec_for(self, beta_available: np.ndarray) -> float | None:
+        """The decoder's lam for these answering nodes (ascending); None = GCV."""
+        kind = self._lam_dec_kind
+        if kind == "fixed":
+            return self._lam_dec_value
+        if kind == "gcv":
+            return None
+        lam = self._lam_dec_value(beta_available, self.N, self.K)
+        if lam is None:
+            return None
+        try:
+            return as_lam(lam)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"the lam_dec policy returned {lam!r}: {exc}") from None
+
+    def decoder_plan(self, available, Y=None) -> SplineSmoother:
+        """The SplineSmoother decode() applies for this set (rows in ascending
+        worker order). Y is needed only when lam is chosen by GCV."""
+        avail = self._available(available)
+        sorted_idx = np.sort(avail)
+        if Y is not None:
+            Y = self._outputs(Y, avail)
+            order = np.argsort(avail, kind="stable")
+            Y = take_rows(Y, order)
+        return self._plan(sorted_idx, Y)
+
+    def _plan(self, sorted_idx: np.ndarray, Y_sorted) -> SplineSmoother:
+        beta_av = self.beta[sorted_idx]
+        lam = self._lam_dec_for(beta_av)
+        if lam is None:
+            if Y_sorted is None:
+                raise ValueError("lam_dec is chosen by GCV from the outputs: pass Y")
+            lam = select_lam_gcv(beta_av, np.ones(beta_av.shape[0]), to_host_2d(Y_sorted))
+            self.last_lam_dec = lam
+            return SplineSmoother(beta_av, self.alpha, lam=lam)
+        self.last_lam_dec = lam
+        return self._decoders.get((sorted_idx.tobytes(), lam),
+                                  lambda: SplineSmoother(beta_av, self.alpha, lam=lam))
+
+    def decode(self, Y, available):
+        """Y (len(available), ...) outputs of workers `available` (any order) -> (K, ...)."""
+        avail = self._available(available)
+        Y = self._outputs(Y, avail)
+        order = np.argsort(avail, kind="stable")
+        if np.any(order[:-1] > order[1:]):
+            Y = take_rows(Y, order)  # the spline wants its knots ascending
+        return self._plan(avail[order], Y)(Y)
+
+    def can_decode(self, available) -> bool:
+        return self._available(available, allow_empty=True).size > 0
+
+    def is_complete(self, available) -> bool:
+        return self._available(available, allow_empty=True).size == self.N
+
+    def __repr__(self) -> str:
+        return f"LeTCC(K={self.K}, N={self.N}, lam_enc={self.lam_enc!r}, lam_dec={self.lam_dec!r})"

@@ -1,0 +1,86 @@
+"""The straggler-model interface shared by simulation and the runtime.
+
+A model, given the number of workers N and a numpy Generator, draws one round:
+per-worker extra latencies (np.inf = never answers) and the set of workers
+whose answers count under the model's own waiting rule. The runtime uses the
+same objects: `wait_count(N)` ("wait for the first this many answers") and
+`deadline` (seconds after the round starts) say when it stops waiting.
+"""
+from __future__ import annotations
+
+import numbers
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class StragglerDraw:
+    """One round: delays (N,) float64 seconds of extra latency (np.inf = never
+    answers); available: sorted int64 indices whose answers count."""
+
+    delays: np.ndarray
+    available: np.ndarray
+
+    @property
+    def stragglers(self) -> np.ndarray:
+        """Sorted indices of the workers that do not count this round."""
+        return np.setdiff1d(np.arange(self.delays.shape[0]), self.available)
+
+
+class StragglerModel(ABC):
+    """Abstract model of who is late and by how much."""
+
+    deadline: float | None = None
+
+    @abstractmethod
+    def sample(self, N: int, rng: np.random.Generator) -> StragglerDraw:
+        """Draw one round for N workers."""
+
+    def wait_count(self, N: int) -> int | None:
+        """'Wait for the first this many answers' rule, or None (no such rule)."""
+        return None
+
+    def draws(self, N: int, n: int, seed=None) -> list[StragglerDraw]:
+        """n independent rounds, reproducible from `seed` (anything
+        np.random.default_rng accepts, or a Generator)."""
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        return [self.sample(N, rng) for _ in range(as_int(n, "n", 0))]
+
+
+def as_int(v, name: str, minimum: int = 0) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {v!r}")
+    if int(v) < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {v!r}")
+    return int(v)
+
+
+def as_real(v, name: str, low: float | None = None, high: float | None = None,
+            low_open: bool = False, high_open: bool = False) -> float:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number, got {v!r}")
+    x = float(v)
+    if not np.isfinite(x):
+        raise ValueError(f"{name} must be finite, got {v!r}")
+    if low is not None and (x < low or (low_open and x == low)):
+        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {v!r}")
+    if high is not None and (x > high or (high_open and x == high)):
+        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {v!r}")
+    return x
+
+
+def check_generator(rng) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy Generator (np.random.default_rng(seed)), got {type(rng).__name__}")
+    return rng
+
+
+def draw_from_set(delays: np.ndarray, available) -> StragglerDraw:
+    avail = np.asarray(available, dtype=np.int64)
+    avail = np.sort(avail)
+    delays = np.asarray(delays, dtype=np.float64)
+    delays.setflags(write=False)
+    avail.setflags(write=False)
+    return StragglerDraw(delays=delays, available=avail)
