@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dense_kernel.hpp"
 #include "dispatch.hpp"
 #include "eval_coeffs.hpp"
 #include "plan.hpp"
@@ -60,9 +61,20 @@ void for_each_tile(std::size_t m, std::size_t tw, std::size_t work, int threads,
     });
 }
 
+// When the dense operator beats the banded passes: n * q at most this, per
+// dtype. Measured with bench/spline.py on an AVX2 machine (the crossover for
+// q = n was n ~ 48 for float32 and n ~ 24-28 for float64); float32 is capped
+// lower, at n * q <= 32 * 32, to keep its float32 accumulation error (about
+// sqrt(n) * eps32 * max|y|) well inside 1e-6 of max|y|; see
+// bench/results/spline.md.
+constexpr std::int64_t kDenseMaxWorkF32 = 32 * 32;
+constexpr std::int64_t kDenseMaxWorkF64 = 24 * 24;
+
 class Plan {
 public:
-    Plan(const py::array& x, const py::array& w, double lam, const py::array& at, int nu) {
+    // method: "auto" (choose per dtype by size), "banded" or "dense".
+    Plan(const py::array& x, const py::array& w, double lam, const py::array& at, int nu,
+         const std::string& method) {
         const auto xv = as_f64_vector(x, "x");
         const auto wv = as_f64_vector(w, "w");
         const auto av = as_f64_vector(at, "at");
@@ -70,9 +82,27 @@ public:
             throw py::value_error("w has length " + std::to_string(wv.size()) + " but x has length " +
                                   std::to_string(xv.size()));
         if (nu < 0 || nu > 2) throw py::value_error("nu must be 0, 1 or 2, got " + std::to_string(nu));
+        if (method != "auto" && method != "banded" && method != "dense")
+            throw py::value_error("method must be 'auto', 'banded' or 'dense', got '" + method + "'");
         factor_ = factor_reinsch(xv.data(), wv.data(), xv.size(), lam);
         tables_ = make_plan_tables(factor_, av.data(), av.size(), nu);
+        const std::int64_t work = tables_.n * tables_.q;
+        dense_f32_ = method == "dense" || (method == "auto" && work <= kDenseMaxWorkF32);
+        dense_f64_ = method == "dense" || (method == "auto" && work <= kDenseMaxWorkF64);
+        if (dense_f32_ || dense_f64_) {
+            // The operator, built in float64 by the banded kernel on the identity.
+            const std::size_t n = static_cast<std::size_t>(tables_.n), q = static_cast<std::size_t>(tables_.q);
+            std::vector<double> eye(n * n, 0.0);
+            for (std::size_t i = 0; i < n; ++i) eye[i * n + i] = 1.0;
+            std::vector<double> buf(gamma_rows(tables_.n) * n);
+            // A^T columns: apply to the identity (n x n) -> (q x n) = A.
+            a64_.assign(q * n, 0.0);
+            plan_tile_f64(tables_, eye.data(), n, a64_.data(), n, 0, n, buf.data());
+            a32_.assign(a64_.begin(), a64_.end());
+        }
     }
+
+    std::string method(bool f64) const { return (f64 ? dense_f64_ : dense_f32_) ? "dense" : "banded"; }
 
     std::int64_t n() const { return tables_.n; }
     std::int64_t q() const { return tables_.q; }
@@ -133,7 +163,7 @@ public:
         std::vector<double> eye(n * n, 0.0);
         for (std::size_t i = 0; i < n; ++i) eye[i * n + i] = 1.0;
         py::array_t<double> out({static_cast<py::ssize_t>(q), static_cast<py::ssize_t>(n)});
-        run<double>(eye.data(), out.mutable_data(), n, 1);
+        run_banded<double>(eye.data(), out.mutable_data(), n, 1);
         return out;
     }
 
@@ -150,6 +180,31 @@ private:
 
     template <class T>
     void run(const T* y, T* out, std::size_t m, int threads) const {
+        constexpr bool is64 = std::is_same<T, double>::value;
+        if (is64 ? dense_f64_ : dense_f32_) {
+            run_dense<T>(y, out, m, threads);
+            return;
+        }
+        run_banded<T>(y, out, m, threads);
+    }
+
+    template <class T>
+    void run_dense(const T* y, T* out, std::size_t m, int threads) const {
+        const std::size_t tw = std::min<std::size_t>(kernels::kDenseTile, m);
+        const std::size_t work = m * static_cast<std::size_t>(tables_.n + tables_.q);
+        py::gil_scoped_release release;
+        for_each_tile(m, tw, work, threads, [&](std::size_t c0, std::size_t w) {
+            auto& buf = tls_buffer(static_cast<std::size_t>(tables_.n) * kernels::kDenseTile);
+            if constexpr (std::is_same<T, double>::value)
+                dense_tile_f64(a64_.data(), tables_.q, tables_.n, y, m, out, m, c0, w, buf.data());
+            else
+                dense_tile_f32(a32_.data(), tables_.q, tables_.n, y, m, out, m, c0, w,
+                               reinterpret_cast<float*>(buf.data()));
+        });
+    }
+
+    template <class T>
+    void run_banded(const T* y, T* out, std::size_t m, int threads) const {
         const std::size_t tw = tile_width(tables_.n, sizeof(T), m);
         const std::size_t work = m * static_cast<std::size_t>(tables_.n + tables_.q);
         py::gil_scoped_release release;
@@ -164,6 +219,9 @@ private:
 
     ReinschFactor factor_;
     PlanTables tables_;
+    bool dense_f32_ = false, dense_f64_ = false;
+    std::vector<double> a64_;
+    std::vector<float> a32_;
 };
 
 // g and gamma at the knots for every column of y (C-contiguous, (n, ...)).
@@ -317,8 +375,10 @@ PYBIND11_MODULE(_core, mod) {
         }
     });
     py::class_<Plan>(mod, "Plan")
-        .def(py::init<const py::array&, const py::array&, double, const py::array&, int>(), py::arg("x"),
-             py::arg("w"), py::arg("lam"), py::arg("at"), py::arg("nu") = 0)
+        .def(py::init<const py::array&, const py::array&, double, const py::array&, int, const std::string&>(),
+             py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("at"), py::arg("nu") = 0,
+             py::arg("method") = "auto")
+        .def("method", &Plan::method, py::arg("float64"))
         .def_property_readonly("n", &Plan::n)
         .def_property_readonly("q", &Plan::q)
         .def("apply", &Plan::apply, py::arg("y"), py::arg("out") = py::none(), py::arg("threads") = 0)

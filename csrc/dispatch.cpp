@@ -4,6 +4,7 @@
 // has them (the loader's ifunc resolver picks once, at load time).
 #include "dispatch.hpp"
 
+#include "dense_kernel.hpp"
 #include "kernels.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LETCC_NO_CLONES)
@@ -16,14 +17,12 @@ namespace letcc {
 
 LETCC_CLONES void plan_tile_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out,
                                 std::size_t ldo, std::size_t c0, std::size_t tw, double* buf) {
-    kernels::solve_tile<double>(p, y, ldy, c0, tw, buf);
-    kernels::eval_tile<double>(p, y, ldy, out, ldo, c0, tw, buf);
+    kernels::plan_tile<double>(p, y, ldy, out, ldo, c0, tw, buf);
 }
 
 LETCC_CLONES void plan_tile_f32(const PlanTables& p, const float* y, std::size_t ldy, float* out,
                                 std::size_t ldo, std::size_t c0, std::size_t tw, double* buf) {
-    kernels::solve_tile<float>(p, y, ldy, c0, tw, buf);
-    kernels::eval_tile<float>(p, y, ldy, out, ldo, c0, tw, buf);
+    kernels::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf);
 }
 
 LETCC_CLONES void fit_tile_f64(const PlanTables& p, const double* lam_over_w, const double* ih,
@@ -38,6 +37,18 @@ LETCC_CLONES void fit_tile_f32(const PlanTables& p, const double* lam_over_w, co
                                std::size_t c0, std::size_t tw, double* buf) {
     kernels::solve_tile<float>(p, y, ldy, c0, tw, buf);
     kernels::fit_tile<float>(p, lam_over_w, ih, y, ldy, g, gam, ldo, c0, tw, buf);
+}
+
+LETCC_CLONES void dense_tile_f64(const double* A, std::int64_t q, std::int64_t n, const double* y,
+                                 std::size_t ldy, double* out, std::size_t ldo, std::size_t c0, std::size_t tw,
+                                 double* pack) {
+    kernels::dense_tile<double>(A, q, n, y, ldy, out, ldo, c0, tw, pack);
+}
+
+LETCC_CLONES void dense_tile_f32(const float* A, std::int64_t q, std::int64_t n, const float* y,
+                                 std::size_t ldy, float* out, std::size_t ldo, std::size_t c0, std::size_t tw,
+                                 float* pack) {
+    kernels::dense_tile<float>(A, q, n, y, ldy, out, ldo, c0, tw, pack);
 }
 
 const char* kernel_isa() {

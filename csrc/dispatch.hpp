@@ -23,6 +23,13 @@ void fit_tile_f32(const PlanTables& p, const double* lam_over_w, const double* i
                   std::size_t ldy, float* g, float* gam, std::size_t ldo, std::size_t c0,
                   std::size_t tw, double* buf);
 
+// out (q x m) = A (q x n, row-major) y (n x m), columns [c0, c0 + tw), tw <= kDenseTile;
+// pack: n * kDenseTile elements of scratch.
+void dense_tile_f64(const double* A, std::int64_t q, std::int64_t n, const double* y, std::size_t ldy,
+                    double* out, std::size_t ldo, std::size_t c0, std::size_t tw, double* pack);
+void dense_tile_f32(const float* A, std::int64_t q, std::int64_t n, const float* y, std::size_t ldy,
+                    float* out, std::size_t ldo, std::size_t c0, std::size_t tw, float* pack);
+
 // The instruction set the clones picked on this CPU ("avx512", "avx2", "baseline").
 const char* kernel_isa();
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 
 #include "plan.hpp"
@@ -24,8 +25,9 @@ namespace kernels {
 // Forward substitution fused with z = Q^T y, then back substitution: leaves
 // gamma for columns [c0, c0 + tw) in buf (row r = knot r - 1; see plan.hpp).
 template <class T>
-LETCC_INLINE void solve_tile(const PlanTables& p, const T* LETCC_RESTRICT y, std::size_t ldy,
-                             std::size_t c0, std::size_t tw, double* LETCC_RESTRICT buf) {
+LETCC_INLINE void forward_tile(const PlanTables& p, const T* LETCC_RESTRICT y, std::size_t ldy,
+                               std::size_t c0, std::size_t tw, double* LETCC_RESTRICT buf,
+                               bool prefetch_next = false) {
     const std::int64_t n = p.n;
     const std::size_t rows = gamma_rows(n);
     for (std::size_t r = 0; r < rows; ++r) {
@@ -44,41 +46,77 @@ LETCC_INLINE void solve_tile(const PlanTables& p, const T* LETCC_RESTRICT y, std
         const double* LETCC_RESTRICT z1 = z - tw;
         const double* LETCC_RESTRICT z2 = z - 2 * tw;
         const double a = p.qa[i], b = p.qb[i], c = p.qc[i], l1 = p.l1[i], l2 = p.l2[i];
+#if defined(__GNUC__)
+        // Rows of a tile are m elements apart: more streams than the hardware
+        // prefetcher follows. Ask for this row of the next tile now.
+        if (prefetch_next) {
+            const char* nxt = reinterpret_cast<const char*>(yp + tw);
+            for (std::size_t b0 = 0; b0 < tw * sizeof(T); b0 += 64) __builtin_prefetch(nxt + b0, 0, 1);
+        }
+#endif
         for (std::size_t j = 0; j < tw; ++j)
             z[j] = a * static_cast<double>(ym[j]) + b * static_cast<double>(y0[j]) +
                    c * static_cast<double>(yp[j]) - l1 * z1[j] - l2 * z2[j];
     }
-    for (std::int64_t i = n - 2; i >= 1; --i) {
-        double* LETCC_RESTRICT g = buf + static_cast<std::size_t>(i + 1) * tw;
-        const double* LETCC_RESTRICT g1 = g + tw;
-        const double* LETCC_RESTRICT g2 = g + 2 * tw;
-        const double d = p.inv_d[i], u1 = p.l1[i + 1], u2 = p.l2[i + 2];
-        for (std::size_t j = 0; j < tw; ++j) g[j] = g[j] * d - u1 * g1[j] - u2 * g2[j];
-    }
 }
 
-// out[qrow] = cy0 y[k] + cy1 y[k+1] + sum_t cgam[t] gamma[k-1+t]
+// One step of the back substitution: gamma at knot i from knots i+1, i+2.
+LETCC_INLINE void back_row(const PlanTables& p, std::int64_t i, std::size_t tw, double* LETCC_RESTRICT buf) {
+    double* LETCC_RESTRICT g = buf + static_cast<std::size_t>(i + 1) * tw;
+    const double* LETCC_RESTRICT g1 = g + tw;
+    const double* LETCC_RESTRICT g2 = g + 2 * tw;
+    const double d = p.inv_d[i], u1 = p.l1[i + 1], u2 = p.l2[i + 2];
+    for (std::size_t j = 0; j < tw; ++j) g[j] = g[j] * d - u1 * g1[j] - u2 * g2[j];
+}
+
 template <class T>
-LETCC_INLINE void eval_tile(const PlanTables& p, const T* LETCC_RESTRICT y, std::size_t ldy,
+LETCC_INLINE void solve_tile(const PlanTables& p, const T* LETCC_RESTRICT y, std::size_t ldy,
+                             std::size_t c0, std::size_t tw, double* LETCC_RESTRICT buf) {
+    forward_tile(p, y, ldy, c0, tw, buf);
+    for (std::int64_t i = p.n - 2; i >= 1; --i) back_row(p, i, tw, buf);
+}
+
+// out[qi] = cy0 y[k] + cy1 y[k+1] + sum_t cgam[t] gamma[k-1+t] for one query.
+template <class T>
+LETCC_INLINE void eval_query(const PlanTables& p, std::int64_t qi, const T* LETCC_RESTRICT y, std::size_t ldy,
+                             T* LETCC_RESTRICT out, std::size_t ldo, std::size_t c0, std::size_t tw,
+                             const double* LETCC_RESTRICT buf) {
+    const std::int64_t k = p.k[qi];
+    const T* LETCC_RESTRICT ya = y + static_cast<std::size_t>(k) * ldy + c0;
+    const T* LETCC_RESTRICT yb = y + static_cast<std::size_t>(p.k1[qi]) * ldy + c0;
+    const double* LETCC_RESTRICT g0 = buf + static_cast<std::size_t>(k) * tw;  // knot k - 1
+    const double* LETCC_RESTRICT g1 = g0 + tw;
+    const double* LETCC_RESTRICT g2 = g0 + 2 * tw;
+    const double* LETCC_RESTRICT g3 = g0 + 3 * tw;
+    const double* cg = &p.cgam[4 * qi];
+    const double ca = p.cy[2 * qi], cb = p.cy[2 * qi + 1];
+    const double e0 = cg[0], e1 = cg[1], e2 = cg[2], e3 = cg[3];
+    T* LETCC_RESTRICT o = out + static_cast<std::size_t>(qi) * ldo + c0;
+    for (std::size_t j = 0; j < tw; ++j)
+        o[j] = static_cast<T>(ca * static_cast<double>(ya[j]) + cb * static_cast<double>(yb[j]) +
+                              e0 * g0[j] + e1 * g1[j] + e2 * g2[j] + e3 * g3[j]);
+}
+
+// The whole plan on one column tile: forward substitution fused with Q^T y,
+// then back substitution with each query evaluated as soon as the four gamma
+// rows it needs are final (queries in interval k need knots k-1 .. k+2), so
+// the evaluation reads gamma from L1 rather than making another pass.
+template <class T>
+LETCC_INLINE void plan_tile(const PlanTables& p, const T* LETCC_RESTRICT y, std::size_t ldy,
                             T* LETCC_RESTRICT out, std::size_t ldo, std::size_t c0, std::size_t tw,
-                            const double* LETCC_RESTRICT buf) {
-    for (std::int64_t qi = 0; qi < p.q; ++qi) {
-        const std::int64_t k = p.k[qi];
-        const T* LETCC_RESTRICT ya = y + static_cast<std::size_t>(k) * ldy + c0;
-        const T* LETCC_RESTRICT yb = y + static_cast<std::size_t>(p.k1[qi]) * ldy + c0;
-        const double* LETCC_RESTRICT g = buf + static_cast<std::size_t>(k) * tw;  // knot k - 1
-        const double* LETCC_RESTRICT g0 = g;
-        const double* LETCC_RESTRICT g1 = g + tw;
-        const double* LETCC_RESTRICT g2 = g + 2 * tw;
-        const double* LETCC_RESTRICT g3 = g + 3 * tw;
-        const double* cg = &p.cgam[4 * qi];
-        const double ca = p.cy[2 * qi], cb = p.cy[2 * qi + 1];
-        const double e0 = cg[0], e1 = cg[1], e2 = cg[2], e3 = cg[3];
-        T* LETCC_RESTRICT o = out + static_cast<std::size_t>(qi) * ldo + c0;
-        for (std::size_t j = 0; j < tw; ++j)
-            o[j] = static_cast<T>(ca * static_cast<double>(ya[j]) + cb * static_cast<double>(yb[j]) +
-                                  e0 * g0[j] + e1 * g1[j] + e2 * g2[j] + e3 * g3[j]);
+                            double* LETCC_RESTRICT buf) {
+    const std::int64_t n = p.n;
+    forward_tile(p, y, ldy, c0, tw, buf, c0 + 2 * tw <= ldy);
+    auto eval_interval = [&](std::int64_t kk) {
+        for (std::int64_t t = p.by_k[kk]; t < p.by_k[kk + 1]; ++t)
+            eval_query(p, p.order[t], y, ldy, out, ldo, c0, tw, buf);
+    };
+    for (std::int64_t i = n - 2; i >= 1; --i) {
+        back_row(p, i, tw, buf);
+        eval_interval(i + 1);  // needs knots i .. i+3, all final now
     }
+    const std::int64_t last = (n >= 3) ? std::min<std::int64_t>(1, n - 1) : n - 1;
+    for (std::int64_t kk = last; kk >= 0; --kk) eval_interval(kk);
 }
 
 // Fit only: g = y - lam W^-1 Q gamma and gamma at the knots, for the

@@ -24,6 +24,10 @@ struct PlanTables {
     std::vector<std::int64_t> k1;                  // min(k + 1, n - 1)
     std::vector<double> cy;                        // 2 per query
     std::vector<double> cgam;                      // 4 per query, gamma rows k-1 .. k+2
+    // Queries grouped by interval, so the kernel can evaluate them during the
+    // back substitution while their gamma rows are still in L1: the queries
+    // with k == kk are order[by_k[kk] .. by_k[kk + 1]).
+    std::vector<std::int64_t> order, by_k;          // size q, n + 1
 };
 
 inline PlanTables make_plan_tables(const ReinschFactor& f, const double* at, std::size_t q, int nu) {
@@ -46,6 +50,12 @@ inline PlanTables make_plan_tables(const ReinschFactor& f, const double* at, std
         p.cy[2 * j + 1] = r.cy1;
         for (int t = 0; t < 4; ++t) p.cgam[4 * j + t] = r.cgam[t];
     }
+    p.by_k.assign(f.n + 1, 0);
+    for (std::size_t j = 0; j < q; ++j) p.by_k[static_cast<std::size_t>(p.k[j]) + 1]++;
+    for (std::size_t kk = 0; kk < f.n; ++kk) p.by_k[kk + 1] += p.by_k[kk];
+    p.order.resize(q);
+    std::vector<std::int64_t> fill(p.by_k.begin(), p.by_k.end() - 1);
+    for (std::size_t j = 0; j < q; ++j) p.order[fill[static_cast<std::size_t>(p.k[j])]++] = static_cast<std::int64_t>(j);
     return p;
 }
 

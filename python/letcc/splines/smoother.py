@@ -33,6 +33,12 @@ class SplineSmoother:
         large lam tends to the weighted least-squares line.
     w : (n,) array_like, optional
         Positive finite weights (default all ones).
+    method : {"auto", "banded", "dense"}, keyword-only
+        How the plan is applied on the CPU. "banded" streams the Reinsch
+        factors over the columns (cost ~ n + q per column, float64 arithmetic);
+        "dense" multiplies by the precomputed (q, n) operator (cost ~ n * q,
+        float32 arithmetic for float32 data, which is accurate for a fixed
+        map). "auto" picks dense for small n * q, where it was measured faster.
 
     Calling ``plan(y, out=None)`` with y of shape (n, ...) returns an array of
     shape (q, ...) of the same dtype (float32 or float64; integers give
@@ -41,9 +47,9 @@ class SplineSmoother:
     GPU when letcc was built with CUDA. NaN in a column of y stays in that column.
     """
 
-    __slots__ = ("x", "at", "lam", "w", "n", "q", "_plan", "_apply", "_gpu_plan")
+    __slots__ = ("x", "at", "lam", "w", "n", "q", "method", "_plan", "_apply", "_gpu_plan")
 
-    def __init__(self, x, at, lam=0.0, w=None):
+    def __init__(self, x, at, lam=0.0, w=None, *, method="auto"):
         self.x = as_knots(x)
         self.at = as_points(at, "at")
         if self.at.size == 0:
@@ -52,7 +58,10 @@ class SplineSmoother:
         self.w = as_weights(w, self.x.shape[0])
         self.n = self.x.shape[0]
         self.q = self.at.shape[0]
-        self._plan = _core.Plan(self.x, self.w, self.lam, self.at, 0)
+        if method not in ("auto", "banded", "dense"):
+            raise ValueError(f"method must be 'auto', 'banded' or 'dense', got {method!r}")
+        self.method = method
+        self._plan = _core.Plan(self.x, self.w, self.lam, self.at, 0, method)
         self._apply = self._plan.apply
         self._gpu_plan = None
 
