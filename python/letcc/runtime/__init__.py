@@ -1,0 +1,14 @@
+"""Layer 4: coded inference on worker processes (local) or Ray actors.
+
+``CodedInference(model_factory, code, backend="local", devices=None,
+stragglers=None, deadline=None)`` starts ``code.N`` workers that each build the
+model once; ``ci(X)`` encodes X (B*K inputs, B groups of K), sends every worker
+its coded inputs, waits for the first answers under the straggler model's rule
+and decodes. See ``letcc.runtime.coded_inference`` for the data flow.
+"""
+from letcc.runtime.coded_inference import CodedInference
+from letcc.runtime.round_info import RoundInfo
+from letcc.runtime.virtual_time import Decision, RoundWaiter
+from letcc.runtime.worker_main import worker_rank
+
+__all__ = ["CodedInference", "RoundInfo", "RoundWaiter", "Decision", "worker_rank"]

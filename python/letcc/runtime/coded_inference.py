@@ -1,0 +1,485 @@
+"""Coded inference on N workers: encode, dispatch, gather the first answers, decode.
+
+Data flow of one round with the local backend (the Ray backend swaps the
+slots and pipes for the object store and ``ray.wait``)::
+
+    master process                                         worker process j (x N)
+    ----------------------------------------------------   ---------------------------
+    ci(X) X: (B*K, ...)
+      | groups of K -> (K, B, ...)
+      | code.encode ------------> input slots (shared memory, one segment,
+      |                            (N, B, ...), slot j = worker j's rows)
+      | ctl[j] = round  (shared int64 per worker: the round the master wants)
+      | pipe j: ("task", round, B, sleep, chunk) ----->  recv
+      |                                                  [sleep, if simulate="sleep"]
+      |                                                  for each chunk of rows:
+      |                                                      stop if ctl[j] != round
+      |                                                      y = model(slot j rows)
+      |                                                      output slot j <- y
+      | pipe j: ("done", round) <----------------------  send
+      | v_j = arrival + injected delay (virtual time)
+      | RoundWaiter: first N-S confirmed answers, complete, deadline, or all
+      | ctl[late] = -1   (late workers abandon the round at their next check)
+      | code.decode(output slots of the answering set)
+      v
+    estimates (B*K, ...)
+
+Messages carry the round id; anything from an older round is counted as stale
+and dropped (a late worker's output slot is only read after it reports the
+current round, and a worker handles its tasks in order). A process that dies,
+raises or hangs past ``hang_timeout`` is an erasure for the round; dead and hung
+workers are replaced after the round without waiting for the new process to
+load its model. Closing (context exit, ``close()``, garbage collection, interpreter
+exit) stops the workers and unlinks every shared-memory segment.
+
+One object owns the round state (this module); the backends only move bytes and
+report events; ``virtual_time`` holds the waiting rule; ``round_info`` the record.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+import time
+import warnings
+
+import numpy as np
+
+from letcc.runtime._devices import resolve_devices
+from letcc.runtime.round_info import RoundInfo
+from letcc.runtime.virtual_time import RoundWaiter
+
+__all__ = ["CodedInference"]
+
+_SIMULATE = ("virtual", "sleep")
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def _positive(value, name: str, allow_none: bool = True):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    return float(value)
+
+
+def _check_code(code) -> None:
+    for attr in ("K", "N", "encode", "decode", "can_decode", "is_complete"):
+        if not hasattr(code, attr):
+            raise TypeError(f"code must be a letcc code (LeTCC, BACC, Uncoded, Replication); "
+                            f"{type(code).__name__} has no {attr!r}")
+
+
+def _check_stragglers(model) -> None:
+    if model is None:
+        return
+    for attr in ("sample", "wait_count"):
+        if not callable(getattr(model, attr, None)):
+            raise TypeError(f"stragglers must be a letcc.stragglers model; {type(model).__name__} has no {attr}()")
+
+
+class CodedInference:
+    """Serve ``model_factory()`` on N workers through ``code``; ``ci(X)`` runs one round.
+
+    Parameters
+    ----------
+    model_factory : picklable callable
+        Called once inside each worker to build its model: a torch ``nn.Module``
+        (moved to the worker's device, run under ``torch.inference_mode`` on torch
+        tensors) or any callable mapping a numpy batch (b, ...) to (b, ...).
+    code : LeTCC, BACC, Uncoded or Replication
+        ``code.N`` workers are started. The baselines use the same call: the
+        round waits until ``code.is_complete`` (all K for Uncoded, one copy of
+        every input for Replication; the first copy wins).
+    backend : "local" (worker processes, shared memory) or "ray"
+    devices : None (cpu), a device string ("cuda" = round-robin over GPUs), or
+        one device string per worker
+    stragglers : letcc.stragglers model or None
+        Samples each round's delays; its ``wait_count(N)`` (first N - S answers)
+        and ``deadline`` set the waiting rule. None: no delays, wait for every
+        worker (until ``code.is_complete``) or the deadline.
+    deadline : seconds after dispatch, or None
+        Decode with whatever arrived by then (the earlier of this and the
+        straggler model's deadline). Nothing by then: ``TimeoutError``.
+    simulate : "virtual" (default) or "sleep"
+        Apply the injected delays on the master as virtual release times
+        (deterministic, no sleeping) or as real sleeps inside the workers.
+    seed : int, np.random.Generator or None — the straggler draws' randomness
+    hang_timeout : seconds a worker may stay silent on a task (beyond its injected
+        sleep) before it counts as hung: erased, killed and replaced
+    startup_timeout : seconds to wait for the workers to build their models
+    chunk_rows : rows per model call inside a worker (None: the whole batch);
+        a cancelled round is noticed between chunks
+    threads_per_worker : intra-op threads per worker (default: cores // N, >= 1)
+    start_method : "forkserver" (default where available) or "spawn"
+    ray_options : dict of extra ``.options()`` for the Ray actors
+
+    ``ci.last_round`` is a ``RoundInfo`` (answering set, virtual latencies, time
+    spent encoding / waiting / decoding, errors). Use as a context manager, or
+    call ``close()``.
+    """
+
+    def __init__(self, model_factory, code, backend: str = "local", devices=None, stragglers=None,
+                 deadline=None, *, simulate: str = "virtual", seed=None, hang_timeout: float = 60.0,
+                 startup_timeout: float = 120.0, chunk_rows: int | None = None,
+                 threads_per_worker: int | None = None, start_method: str | None = None,
+                 ray_options: dict | None = None):
+        if not callable(model_factory):
+            raise TypeError(f"model_factory must be a callable that builds the model, got {model_factory!r}")
+        _check_code(code)
+        _check_stragglers(stragglers)
+        if simulate not in _SIMULATE:
+            raise ValueError(f"simulate must be one of {_SIMULATE}, got {simulate!r}")
+        if backend not in ("local", "ray"):
+            raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
+        if chunk_rows is not None and (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, numbers.Integral)
+                                       or chunk_rows < 1):
+            raise ValueError(f"chunk_rows must be a positive integer or None, got {chunk_rows!r}")
+        self.code = code
+        self.N = int(code.N)
+        self.K = int(code.K)
+        self.stragglers = stragglers
+        self.deadline = _positive(deadline, "deadline")
+        self.simulate = simulate
+        self.hang_timeout = _positive(hang_timeout, "hang_timeout", allow_none=False)
+        self.startup_timeout = _positive(startup_timeout, "startup_timeout", allow_none=False)
+        self._rng = np.random.default_rng(seed)
+        self._encode_out = "out" in inspect.signature(code.encode).parameters
+        if threads_per_worker is None:
+            import os
+
+            threads_per_worker = max(1, (os.cpu_count() or 1) // self.N)
+        device_list = resolve_devices(devices, self.N)
+        self._round = 0
+        self._outstanding: dict[int, list] = {j: [] for j in range(self.N)}
+        self._carry_errors: dict[int, str] = {}
+        self._carry_stale = 0
+        self._out_ref = None           # (worker, shape, dtype) the output layout came from
+        self.last_round: RoundInfo | None = None
+        self._closed = False
+        if backend == "local":
+            from letcc.runtime.local_backend import LocalBackend
+
+            self._backend = LocalBackend(self.N, model_factory, device_list,
+                                         threads_per_worker=threads_per_worker, start_method=start_method,
+                                         startup_timeout=self.startup_timeout, chunk_rows=chunk_rows)
+        else:
+            from letcc.runtime.ray_backend import RayBackend
+
+            self._backend = RayBackend(self.N, model_factory, device_list,
+                                       threads_per_worker=threads_per_worker,
+                                       startup_timeout=self.startup_timeout, chunk_rows=chunk_rows,
+                                       actor_options=ray_options)
+
+    # ---- lifecycle ------------------------------------------------------
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self) -> None:
+        """Stop the workers and release shared memory (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._backend.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def backend(self):
+        return self._backend
+
+    def worker_pids(self) -> list:
+        """Process id of each worker (None while it is being replaced); local backend only."""
+        return self._backend.worker_pids()
+
+    def ready_workers(self) -> list[int]:
+        """Workers that would receive the next round."""
+        self._check_open()
+        self._pump(0.0)
+        return self._backend.ready_workers()
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until every worker (including replacements) is ready."""
+        self._check_open()
+        timeout = self.startup_timeout if timeout is None else timeout
+        end = time.monotonic() + timeout
+        while True:
+            self._pump(0.0)
+            self._backend.restart_dead()
+            if len(self._backend.ready_workers()) == self.N:
+                return
+            left = end - time.monotonic()
+            if left <= 0:
+                missing = sorted(set(range(self.N)) - set(self._backend.ready_workers()))
+                raise TimeoutError(f"workers {missing} not ready after {timeout:g} s")
+            self._pump(min(left, 0.1))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this CodedInference is closed")
+
+    # ---- events outside a round ------------------------------------------
+
+    def _ack(self, j: int, r: int) -> None:
+        """Worker j replied for round r: every task up to r is off its hands."""
+        queue = self._outstanding[j]
+        while queue and queue[0][0] <= r:
+            queue.pop(0)
+
+    def _pump(self, timeout: float) -> None:
+        """Handle events between rounds (replies to old rounds, deaths, readiness)."""
+        for ev in self._backend.poll(timeout):
+            self._background_event(ev)
+
+    def _background_event(self, ev) -> None:
+        if ev.round >= 0:
+            self._ack(ev.worker, ev.round)
+            self._carry_stale += 1
+        elif ev.kind == "died":
+            self._outstanding[ev.worker] = []
+            self._report(self._carry_errors, ev.worker, f"worker process {ev.payload[1]} exited "
+                         f"with code {ev.payload[0]} between rounds; it is being replaced")
+        elif ev.kind == "init_error":
+            self._report(self._carry_errors, ev.worker, "replacement failed to build its model:\n" + ev.payload[0])
+
+    @staticmethod
+    def _report(errors: dict, j: int, text: str) -> None:
+        errors[j] = text
+        first = text.strip().splitlines()
+        warnings.warn(f"letcc worker {j}: {first[-1] if first else text}", RuntimeWarning, stacklevel=4)
+
+    # ---- one round --------------------------------------------------------
+
+    def __call__(self, X):
+        """Estimates of model(X) for X of shape (B*K, ...): B groups of K inputs, one round."""
+        self._check_open()
+        t_call = time.perf_counter()
+        as_torch = _is_torch(X)
+        if as_torch:
+            device = X.device
+            Xn = X.detach().cpu().numpy()
+        else:
+            Xn = np.asarray(X)
+        if Xn.ndim < 1 or Xn.shape[0] == 0 or Xn.shape[0] % self.K:
+            raise ValueError(f"X has shape {Xn.shape}: CodedInference needs a positive multiple of "
+                             f"K = {self.K} rows (groups of K inputs)")
+        B = Xn.shape[0] // self.K
+        row_shape = Xn.shape[1:]
+
+        self._pump(0.0)
+        self._backend.restart_dead()
+        errors, self._carry_errors = self._carry_errors, {}
+        stale, self._carry_stale = self._carry_stale, 0
+
+        # straggler draw for this round
+        if self.stragglers is not None:
+            draw = self.stragglers.sample(self.N, self._rng)
+            delays = np.asarray(draw.delays, dtype=np.float64).reshape(self.N)
+            count = self.stragglers.wait_count(self.N)
+            deadline = getattr(self.stragglers, "deadline", None)
+            deadline = min(d for d in (deadline, self.deadline) if d is not None) \
+                if (deadline is not None or self.deadline is not None) else None
+        else:
+            delays = np.zeros(self.N)
+            count, deadline = None, self.deadline
+        never = np.isinf(delays)
+        if self.simulate == "virtual":
+            master_delays, sleep_s = np.where(never, 0.0, delays), np.zeros(self.N)
+        else:
+            master_delays, sleep_s = np.zeros(self.N), delays
+
+        # encode straight into the input slots
+        groups = Xn.reshape((B, self.K) + row_shape).swapaxes(0, 1)       # (K, B, ...)
+        if self._encode_out and Xn.dtype in (np.float32, np.float64):
+            buf, need_probe = self._backend.input_view(B, row_shape, Xn.dtype)
+            self.code.encode(groups, out=buf)
+        else:
+            coded = self.code.encode(np.ascontiguousarray(groups))
+            buf, need_probe = self._backend.input_view(B, row_shape, coded.dtype)
+            buf[...] = coded
+        t_enc = time.perf_counter()
+
+        self._round += 1
+        r = self._round
+        workers = self._backend.ready_workers()
+        if not workers:
+            workers = self._await_any_ready()
+        if need_probe:
+            self._probe(r, B, workers)
+            workers = self._backend.ready_workers()
+
+        failed = {j: "not ready" for j in range(self.N) if j not in workers}
+        waiter = None
+        decision = None
+        info_extra = {}
+        t0 = time.perf_counter()
+        try:
+            self._backend.submit(r, workers, B, sleep_s)
+            for j in workers:
+                self._outstanding[j].append((r, t0))
+            hang_at = {}
+            for j in workers:
+                since = self._outstanding[j][0][1] - t0
+                extra = sleep_s[j] if math.isfinite(sleep_s[j]) else 0.0
+                hang_at[j] = since + extra + self.hang_timeout
+            waiter = RoundWaiter(self.code, workers, master_delays, never, count, deadline, hang_at)
+            decision, stale = self._wait(r, B, waiter, t0, errors, stale)
+            t_wait = time.perf_counter()
+            answered = list(decision.answered)
+            if not answered:
+                raise TimeoutError(self._nothing_message(r, decision, waiter, errors, failed, deadline))
+            if not self.code.can_decode(answered):
+                missing = sorted(set(workers) - set(answered))
+                raise TimeoutError(f"round {r}: {self.code!r} cannot decode from workers {answered} "
+                                   f"(missing {missing}; failures {waiter.failed or 'none'})")
+            Y = self._backend.outputs(answered, B)
+            est = self.code.decode(Y, answered)
+            est = np.asarray(est)
+            out = np.ascontiguousarray(est.swapaxes(0, 1)).reshape((B * self.K,) + est.shape[2:])
+            t_dec = time.perf_counter()
+            info_extra = dict(t_wait=t_wait - t0, t_decode=t_dec - t_wait, t_total=t_dec - t_call,
+                              virtual_latency=(t_enc - t_call) + decision.at + (t_dec - t_wait))
+        finally:
+            answered_set = set(decision.answered) if decision else set()
+            self._backend.cancel([j for j in workers if j not in answered_set])
+            replaced = tuple(self._backend.restart_dead())
+            if waiter is not None:
+                failed.update(waiter.failed)
+            lat = np.full(self.N, np.nan)
+            if waiter is not None:
+                for j, v in waiter.arrived.items():
+                    lat[j] = v
+            self.last_round = RoundInfo(
+                round_id=r, groups=B, dispatched=tuple(workers),
+                answered=tuple(decision.answered) if decision else (),
+                failed=failed, errors=errors, delays=delays, latencies=lat,
+                decided_at=decision.at if decision else float("nan"), rule=decision.rule if decision else "",
+                t_encode=t_enc - t_call, stale=stale, replaced=replaced, **info_extra)
+        if as_torch:
+            import torch
+
+            return torch.from_numpy(out).to(device)
+        return out
+
+    def _wait(self, r, B, waiter: RoundWaiter, t0: float, errors: dict, stale: int):
+        """Feed events to the waiter until it decides; returns (decision, stale count)."""
+        backend = self._backend
+        while True:
+            elapsed = time.perf_counter() - t0
+            for j in waiter.hung(elapsed):
+                backend.kill(j)
+                self._outstanding[j] = []
+                waiter.fail(j, "hung")
+                self._report(errors, j, f"no answer within hang_timeout = {self.hang_timeout:g} s; "
+                             "killed and replaced")
+            decision = waiter.decide(elapsed)
+            if decision is not None:
+                return decision, stale
+            wake = waiter.next_change(elapsed)
+            events = backend.poll(None if math.isinf(wake) else max(0.0, wake - elapsed))
+            for ev in events:
+                j = ev.worker
+                if ev.round >= 0:
+                    self._ack(j, ev.round)
+                    if ev.round != r:
+                        stale += 1
+                        continue
+                    if ev.kind == "done":
+                        waiter.result(j, ev.t - t0)
+                    elif ev.kind == "error":
+                        waiter.fail(j, "raised")
+                        self._report(errors, j, ev.payload[0])
+                    elif ev.kind == "shape":
+                        raise ValueError(self._shape_message(j, ev.payload, B))
+                    else:                       # cancelled / probe reply: not an answer
+                        waiter.fail(j, ev.kind)
+                elif ev.kind == "died":
+                    self._outstanding[j] = []
+                    waiter.fail(j, "died")
+                    self._report(errors, j, f"worker process {ev.payload[1]} exited with code "
+                                 f"{ev.payload[0]} during round {r}; it is being replaced")
+                elif ev.kind == "init_error":
+                    self._report(errors, j, "replacement failed to build its model:\n" + ev.payload[0])
+
+    def _shape_message(self, j, payload, B) -> str:
+        shape, dtype = tuple(payload[0]), np.dtype(payload[1])
+        spec = self._backend.output_spec()
+        ref = self._out_ref
+        expected = (payload[2] if len(payload) > 2 else B,) + tuple(spec.row_shape) if spec else "?"
+        where = f"worker {ref[0]}'s output for one input was {ref[1]} {np.dtype(ref[2])}" if ref else \
+            f"the expected output is {expected} {np.dtype(spec.dtype) if spec else ''}"
+        return (f"worker {j} returned an output of shape {shape} {dtype} for a batch of "
+                f"{expected[0] if isinstance(expected, tuple) else '?'} inputs, but {where}: "
+                "the model must return the same shape (batch, ...) on every worker and for every input")
+
+    def _nothing_message(self, r, decision, waiter, errors, failed, deadline) -> str:
+        why = {"deadline": f"by the deadline of {deadline:g} s (virtual time after dispatch)"
+               if deadline is not None else "by the deadline",
+               "all": "at all"}.get(decision.rule, "")
+        parts = [f"round {r}: no worker answered {why}".rstrip()]
+        if waiter.failed or failed:
+            parts.append(f"failures: {dict(failed, **waiter.failed)}")
+        return "; ".join(parts)
+
+    def _await_any_ready(self) -> list[int]:
+        end = time.monotonic() + self.startup_timeout
+        while True:
+            self._backend.restart_dead()
+            workers = self._backend.ready_workers()
+            if workers:
+                return workers
+            left = end - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"no worker is alive and none restarted within {self.startup_timeout:g} s; "
+                                   f"last errors: {self._carry_errors}")
+            self._pump(min(left, 0.1))
+
+    def _probe(self, r: int, B: int, workers: list[int]) -> None:
+        """Learn the model's output row shape from one worker (first round of a new input
+        layout): the output slots are sized from it."""
+        errors = {}
+        for j in workers:
+            if not self._backend.probe_send(j, r, B):
+                continue
+            end = time.perf_counter() + self.hang_timeout
+            reply = None
+            while reply is None:
+                left = end - time.perf_counter()
+                if left <= 0:
+                    self._backend.kill(j)
+                    errors[j] = f"no answer within hang_timeout = {self.hang_timeout:g} s"
+                    break
+                for ev in self._backend.poll(left):
+                    if ev.worker == j and ev.round == r and ev.kind in ("probe", "error", "cancelled"):
+                        self._ack(j, r)
+                        reply = ev
+                    elif ev.worker == j and ev.kind == "died":
+                        self._outstanding[j] = []
+                        reply = ev
+                    else:
+                        self._background_event(ev)
+            if reply is None:
+                continue
+            if reply.kind == "probe":
+                shape, dtype = tuple(reply.payload[0]), reply.payload[1]
+                if not shape or shape[0] != 1:
+                    raise ValueError(f"the model returned shape {shape} for a batch of 1 input on worker {j}: "
+                                     "it must return one output row per input row")
+                self._backend.set_output_layout(shape[1:], dtype)
+                self._out_ref = (j, shape[1:], dtype)
+                return
+            errors[j] = reply.payload[0] if reply.kind == "error" else f"{reply.kind} {reply.payload}"
+        detail = "\n".join(f"worker {j}: {e}" for j, e in errors.items())
+        raise RuntimeError(f"the model failed on every worker for inputs of shape {self._backend.input_spec()}:\n"
+                           f"{detail}")

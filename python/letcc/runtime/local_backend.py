@@ -1,0 +1,358 @@
+"""Local backend: N worker processes on this machine, shared-memory slots, pipes.
+
+The backend is transport only: it starts, watches, stops and replaces worker
+processes, moves inputs/outputs through shared memory and turns worker messages
+and process deaths into ``Event`` records. The round logic (who counts, when to
+stop, what to decode) lives in ``coded_inference``.
+
+Processes are started with ``forkserver`` (Linux default here) or ``spawn``,
+never ``fork``: a forked child of a process that initialised CUDA, or that holds
+threads mid-lock, is unsafe. The forkserver preloads the worker module (and
+torch when the master already imported it), so a replacement worker starts in
+tens of milliseconds, not seconds.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import sys
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from letcc.runtime.shm_slots import SlotArray, new_prefix
+from letcc.runtime.worker_main import STOP, worker_main
+
+__all__ = ["Event", "LocalBackend"]
+
+# consecutive failed starts (model_factory raising) after which a worker is given up
+MAX_FAILED_STARTS = 3
+
+
+class Event(NamedTuple):
+    kind: str          # ready | init_error | done | cancelled | error | shape | probe | died
+    worker: int
+    round: int         # -1 for events not tied to a round (ready, init_error, died)
+    payload: tuple
+    t: float           # time.perf_counter() when the master saw it
+
+
+@dataclass
+class _Handle:
+    process: object
+    conn: object
+    state: str = "starting"          # starting | ready | dead
+    pid: int | None = None
+    failed_starts: int = 0
+
+
+@dataclass
+class _Resources:
+    """Everything that must be released; shared with the finalizer (not the backend)."""
+
+    handles: list
+    segments: list = field(default_factory=list)
+    closed: bool = False
+
+
+def _shutdown(res: _Resources, ctl, join_timeout: float = 2.0) -> None:
+    if res.closed:
+        return
+    res.closed = True
+    try:
+        if ctl is not None and ctl._flat is not None:
+            ctl.view(1)[...] = STOP         # chunked or sleeping workers stop at once
+    except Exception:
+        pass
+    live = [h for h in res.handles if h is not None and h.state != "dead"]
+    for h in live:
+        try:
+            h.conn.send(("stop",))
+        except Exception:
+            pass
+    end = time.monotonic() + join_timeout
+    for h in live:
+        h.process.join(max(0.0, end - time.monotonic()))
+    for h in res.handles:
+        if h is None:
+            continue
+        if h.process.is_alive():
+            h.process.terminate()
+            h.process.join(0.5)
+        if h.process.is_alive():
+            h.process.kill()
+            h.process.join()
+        try:
+            h.conn.close()
+        except Exception:
+            pass
+        try:
+            h.process.close()
+        except Exception:
+            pass
+    for seg in res.segments:
+        seg.close()
+    res.segments.clear()
+    if ctl is not None:
+        ctl.close()
+
+
+def _context(start_method: str | None):
+    methods = mp.get_all_start_methods()
+    if start_method is None:
+        start_method = "forkserver" if "forkserver" in methods else "spawn"
+    if start_method == "fork":
+        raise ValueError("start_method='fork' is not allowed: fork is unsafe with CUDA and threads; "
+                         "use 'forkserver' or 'spawn'")
+    if start_method not in methods:
+        raise ValueError(f"start_method {start_method!r} is not available here (have {methods})")
+    ctx = mp.get_context(start_method)
+    if start_method == "forkserver":
+        preload = ["letcc.runtime.worker_main"]
+        if "torch" in sys.modules:
+            preload.append("torch")
+        ctx.set_forkserver_preload(preload)
+    return ctx
+
+
+class LocalBackend:
+    """N local worker processes (see the module docstring)."""
+
+    kind = "local"
+
+    @property
+    def shm_prefix(self) -> str:
+        """Every shared-memory segment of this backend is named with this prefix."""
+        return self._prefix
+
+    def __init__(self, n_workers: int, model_factory, devices: list[str], *,
+                 threads_per_worker: int | None = None, start_method: str | None = None,
+                 startup_timeout: float = 120.0, chunk_rows: int | None = None):
+        self.n = int(n_workers)
+        self._factory = model_factory
+        self._devices = list(devices)
+        self._threads = threads_per_worker
+        self._chunk_rows = chunk_rows
+        self._ctx = _context(start_method)
+        self._prefix = new_prefix()
+        self._gen = 0
+        self._inp: SlotArray | None = None
+        self._out: SlotArray | None = None
+        self._queued: list[Event] = []
+        self._res = _Resources(handles=[None] * self.n)
+        self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (self.n,), np.int64)
+        self._ctl_view = self._ctl.view(1).reshape(-1)
+        self._ctl_view[:] = -1
+        self._finalizer = weakref.finalize(self, _shutdown, self._res, self._ctl)
+        try:
+            for j in range(self.n):
+                self._start(j)
+            self._wait_started(range(self.n), startup_timeout)
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- processes ------------------------------------------------------
+
+    def _start(self, j: int) -> None:
+        parent, child = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(
+            target=worker_main, name=f"letcc-worker-{j}", daemon=True,
+            args=(j, child, self._ctl.spec, self._factory, self._devices[j], self._threads))
+        proc.start()
+        child.close()
+        old = self._res.handles[j]
+        self._res.handles[j] = _Handle(proc, parent, pid=proc.pid,
+                                       failed_starts=old.failed_starts if old else 0)
+        if self._inp is not None:
+            parent.send(("layout", self._inp.spec, self._out.spec if self._out else None))
+
+    def _wait_started(self, workers, timeout: float) -> None:
+        """Block until the given workers are ready; raise if the model cannot be built."""
+        waiting = set(workers)
+        end = time.monotonic() + timeout
+        errors = {}
+        while waiting:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"workers {sorted(waiting)} did not start within {timeout:g} s")
+            for ev in self.poll(left):
+                if ev.kind == "ready":
+                    waiting.discard(ev.worker)
+                elif ev.kind == "init_error":
+                    errors[ev.worker] = ev.payload[0]
+                elif ev.kind == "died" and ev.worker in waiting:
+                    msg = errors.get(ev.worker, f"worker process exited with code {ev.payload[0]}")
+                    raise RuntimeError(f"worker {ev.worker} failed to start: model_factory() raised\n{msg}"
+                                       if ev.worker in errors else f"worker {ev.worker} failed to start: {msg}")
+                else:
+                    self._queued.append(ev)
+
+    def ready_workers(self) -> list[int]:
+        return [j for j, h in enumerate(self._res.handles) if h is not None and h.state == "ready"]
+
+    def worker_pids(self) -> list[int | None]:
+        return [h.pid if h is not None and h.state != "dead" else None for h in self._res.handles]
+
+    def restart_dead(self) -> list[int]:
+        """Start a replacement for every dead worker (does not wait for it to be ready)."""
+        started = []
+        for j, h in enumerate(self._res.handles):
+            if h is not None and h.state == "dead" and h.failed_starts < MAX_FAILED_STARTS:
+                self._start(j)
+                started.append(j)
+        return started
+
+    def kill(self, j: int) -> None:
+        """SIGKILL worker j (it hung) and reap it; its replacement starts at restart_dead()."""
+        h = self._res.handles[j]
+        if h is None or h.state == "dead":
+            return
+        h.process.kill()
+        h.process.join(5.0)
+        self._mark_dead(j)
+
+    def _mark_dead(self, j: int) -> None:
+        h = self._res.handles[j]
+        h.state = "dead"
+        try:
+            h.conn.close()
+        except Exception:
+            pass
+
+    # ---- slots ----------------------------------------------------------
+
+    def input_view(self, b: int, row_shape, dtype) -> tuple[np.ndarray, bool]:
+        """(N, b, *row_shape) array to encode into, and whether the output layout is
+        unknown (the caller must probe() before submitting)."""
+        if self._inp is None or not self._inp.fits(b, row_shape, dtype):
+            same_rows = (self._inp is not None and tuple(row_shape) == self._inp.spec.row_shape
+                         and np.dtype(dtype).str == self._inp.spec.dtype)
+            cap = max(b, self._inp.spec.rows_cap) if same_rows else b
+            out_row = self._out.spec if (same_rows and self._out is not None) else None
+            self._replace_segments(cap, row_shape, dtype, out_row)
+        return self._inp.view(b), self._out is None
+
+    def _replace_segments(self, cap, row_shape, dtype, out_spec) -> None:
+        self._gen += 1
+        old = [s for s in (self._inp, self._out) if s is not None]
+        self._inp = SlotArray(f"{self._prefix}i{self._gen}", self.n, cap, row_shape, dtype)
+        self._res.segments.append(self._inp)
+        self._out = None
+        if out_spec is not None:
+            self._out = SlotArray(f"{self._prefix}o{self._gen}", self.n, cap, out_spec.row_shape, out_spec.dtype)
+            self._res.segments.append(self._out)
+        self._broadcast_layout()
+        for seg in old:             # workers drop them on the layout message; unlink now
+            self._res.segments.remove(seg)
+            seg.close()
+
+    def _broadcast_layout(self) -> None:
+        msg = ("layout", self._inp.spec, self._out.spec if self._out else None)
+        for h in self._res.handles:
+            if h is not None and h.state != "dead":
+                try:
+                    h.conn.send(msg)
+                except OSError:
+                    pass
+
+    def set_output_layout(self, row_shape, dtype) -> None:
+        self._out = SlotArray(f"{self._prefix}o{self._gen}", self.n, self._inp.spec.rows_cap, row_shape, dtype)
+        self._res.segments.append(self._out)
+        self._broadcast_layout()
+
+    def input_spec(self):
+        return None if self._inp is None else self._inp.spec
+
+    def output_spec(self):
+        return None if self._out is None else self._out.spec
+
+    def outputs(self, workers, b: int) -> np.ndarray:
+        """Copy of the (len(workers), b, *out) outputs, rows in the order of `workers`."""
+        return self._out.view(b)[np.asarray(workers, dtype=np.int64)]
+
+    # ---- messages -------------------------------------------------------
+
+    def probe_send(self, j: int, r: int, b: int) -> bool:
+        return self._send(j, ("probe", r, b))
+
+    def submit(self, r: int, workers, b: int, sleep_s: np.ndarray) -> None:
+        """Hand round r to `workers` (their slots already hold the coded inputs)."""
+        if len(workers):
+            self._ctl_view[np.asarray(workers)] = r     # before the message: see worker_main
+        for j in workers:
+            self._send(j, ("task", r, b, float(sleep_s[j]), self._chunk_rows))
+
+    def cancel(self, workers) -> None:
+        if len(workers):
+            self._ctl_view[np.asarray(workers)] = -1
+
+    def _send(self, j: int, msg) -> bool:
+        try:
+            self._res.handles[j].conn.send(msg)
+            return True
+        except OSError:         # it just died; its sentinel will say so
+            return False
+
+    def poll(self, timeout: float | None) -> list[Event]:
+        """Events that arrived, waiting up to `timeout` seconds for the first one."""
+        if self._queued:
+            events, self._queued = self._queued, []
+            return events
+        owners = {}
+        for j, h in enumerate(self._res.handles):
+            if h is not None and h.state != "dead":
+                owners[h.conn] = j
+                owners[h.process.sentinel] = j
+        if not owners:
+            if timeout:
+                time.sleep(min(timeout, 0.05))
+            return []
+        ready = mpc.wait(list(owners), None if timeout is None else max(0.0, timeout))
+        t = time.perf_counter()
+        events: list[Event] = []
+        dead = []
+        for obj in ready:
+            j = owners[obj]
+            h = self._res.handles[j]
+            if obj is not h.conn or not self._drain(j, h, t, events):
+                if j not in dead:
+                    dead.append(j)
+        for j in dead:                       # messages first: a last answer may precede death
+            h = self._res.handles[j]
+            if h.state == "dead":
+                continue
+            self._drain(j, h, t, events)
+            h.process.join(1.0)
+            if h.process.is_alive():         # closed its pipe but lingers: finish it
+                h.process.kill()
+                h.process.join()
+            code = h.process.exitcode
+            if h.state == "starting":
+                h.failed_starts += 1
+            self._mark_dead(j)
+            events.append(Event("died", j, -1, (code, h.pid), t))
+        return events
+
+    def _drain(self, j: int, h: _Handle, t: float, events: list) -> bool:
+        """Read every pending message of worker j; False when its pipe is closed."""
+        try:
+            while h.conn.poll():
+                msg = h.conn.recv()
+                kind = msg[0]
+                if kind == "ready":
+                    h.state, h.pid, h.failed_starts = "ready", msg[1], 0
+                    events.append(Event("ready", j, -1, (msg[1],), t))
+                elif kind == "init_error":
+                    events.append(Event("init_error", j, -1, (msg[1],), t))
+                else:
+                    events.append(Event(kind, j, msg[1], tuple(msg[2:]), t))
+        except (EOFError, OSError):
+            return False                     # exiting: reported as died by the caller
+        return True
+
+    def close(self) -> None:
+        self._finalizer()

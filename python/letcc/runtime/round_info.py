@@ -1,0 +1,60 @@
+"""``CodedInference.last_round``: what happened in the latest round."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["RoundInfo"]
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """One round, as the master saw it. Times in seconds.
+
+    Attributes
+    ----------
+    round_id : the id every message of this round carried
+    groups : B, the number of K-input groups sent in this round
+    dispatched : workers that were sent coded inputs (ready ones)
+    answered : workers whose outputs were decoded, in virtual arrival order
+    failed : {worker: reason} for erasures that are not plain lateness:
+        "not ready" (being replaced), "died", "raised", "hung"
+    errors : {worker: text} what went wrong (tracebacks, exit codes)
+    delays : (N,) injected straggler delays (0 without a straggler model; inf:
+        never answers)
+    latencies : (N,) virtual answer time after dispatch (real + injected delay;
+        nan: no answer this round)
+    decided_at : virtual time after dispatch at which the answering set was final
+    rule : which rule ended the wait: count | complete | deadline | all
+    t_encode, t_wait, t_decode : real time spent encoding, waiting, decoding
+    t_total : real time from the call to the returned result
+    virtual_latency : t_encode + decided_at + t_decode, the round's latency had
+        the injected delays been real (equals t_total with simulate="sleep",
+        up to the master's own overhead)
+    stale : messages of older rounds dropped during this round
+    replaced : workers whose replacement process was started after this round
+    """
+
+    round_id: int
+    groups: int
+    dispatched: tuple
+    answered: tuple
+    failed: dict = field(default_factory=dict)
+    errors: dict = field(default_factory=dict)
+    delays: np.ndarray | None = None
+    latencies: np.ndarray | None = None
+    decided_at: float = float("nan")
+    rule: str = ""
+    t_encode: float = 0.0
+    t_wait: float = 0.0
+    t_decode: float = 0.0
+    t_total: float = 0.0
+    virtual_latency: float = float("nan")
+    stale: int = 0
+    replaced: tuple = ()
+
+    @property
+    def late(self) -> tuple:
+        """Dispatched workers that neither answered in time nor failed."""
+        return tuple(j for j in self.dispatched if j not in self.answered and j not in self.failed)

@@ -1,0 +1,143 @@
+"""Preallocated shared-memory slots: the only path coded inputs and outputs take.
+
+A ``SlotArray`` is one POSIX shared-memory segment holding ``n_slots`` equal
+slots of up to ``rows_cap`` rows of ``row_shape`` items each (slot j belongs to
+worker j). A round with b rows per worker uses the first ``n_slots * b`` rows of
+the segment as one C-contiguous array of shape (n_slots, b, *row_shape), so the
+master can encode straight into it with one write and each worker's slot is a
+contiguous block for any b <= rows_cap.
+
+Ownership: the master process creates and unlinks every segment (so a killed
+worker can never leak one). Workers only attach, and attach *untracked*: on
+Python < 3.13 attaching registers the name with the resource tracker, which
+would later double-unregister or unlink under the master's feet.
+
+Names start with ``letcc_`` so a leak is easy to spot in /dev/shm.
+"""
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import sys
+from multiprocessing import resource_tracker, shared_memory
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["SlotSpec", "SlotArray", "attach", "new_prefix", "SHM_PREFIX"]
+
+SHM_PREFIX = "letcc_"
+
+
+def new_prefix() -> str:
+    """A short unique name prefix for one runtime's segments (macOS allows 31 chars)."""
+    return f"{SHM_PREFIX}{os.getpid() % 100000}{secrets.token_hex(3)}"
+
+
+class SlotSpec(NamedTuple):
+    """What a worker needs to attach a SlotArray (a few dozen bytes, picklable)."""
+
+    name: str
+    n_slots: int
+    rows_cap: int
+    row_shape: tuple
+    dtype: str          # numpy dtype string, e.g. '<f4'
+
+    @property
+    def row_items(self) -> int:
+        return math.prod(self.row_shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.n_slots * self.rows_cap * self.row_items * np.dtype(self.dtype).itemsize
+
+
+def _views(buf, spec: SlotSpec) -> np.ndarray:
+    flat = np.ndarray((spec.n_slots * spec.rows_cap * spec.row_items,), dtype=np.dtype(spec.dtype), buffer=buf)
+    return flat
+
+
+class SlotArray:
+    """Master side: creates the segment; ``view(b)`` is the (n_slots, b, *row_shape) array."""
+
+    def __init__(self, name: str, n_slots: int, rows_cap: int, row_shape, dtype):
+        row_shape = tuple(int(s) for s in row_shape)
+        dtype = np.dtype(dtype)
+        self.spec = SlotSpec(name, int(n_slots), int(rows_cap), row_shape, dtype.str)
+        # size 0 is not allowed by shm_open/ftruncate users; keep at least one byte
+        self._shm = shared_memory.SharedMemory(name=name, create=True, size=max(1, self.spec.nbytes))
+        self._flat = _views(self._shm.buf, self.spec)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def view(self, b: int) -> np.ndarray:
+        """Rows 0..b-1 of every slot as one contiguous (n_slots, b, *row_shape) array."""
+        s = self.spec
+        if not 0 < b <= s.rows_cap:
+            raise ValueError(f"b = {b} rows per slot does not fit the capacity {s.rows_cap}")
+        return self._flat[: s.n_slots * b * s.row_items].reshape((s.n_slots, b) + s.row_shape)
+
+    def fits(self, b: int, row_shape, dtype) -> bool:
+        s = self.spec
+        return b <= s.rows_cap and tuple(row_shape) == s.row_shape and np.dtype(dtype).str == s.dtype
+
+    def close(self) -> None:
+        """Unmap and unlink (idempotent). Views handed out before must not be used after."""
+        shm, self._shm = self._shm, None
+        if shm is None:
+            return
+        self._flat = None
+        try:
+            shm.close()
+        except BufferError:
+            # a numpy view still references the buffer; the mapping goes when it is collected
+            pass
+        try:
+            shm.unlink()
+        except FileNotFoundError:
+            pass
+
+
+class Attached:
+    """Worker side: an attached segment and its flat array (never unlinks)."""
+
+    def __init__(self, spec: SlotSpec):
+        self.spec = spec
+        self._shm = _attach_untracked(spec.name)
+        self._flat = _views(self._shm.buf, spec)
+
+    def slot(self, j: int, b: int) -> np.ndarray:
+        """Worker j's (b, *row_shape) block for a round with b rows per slot."""
+        s = self.spec
+        n = b * s.row_items
+        return self._flat[j * n:(j + 1) * n].reshape((b,) + s.row_shape)
+
+    def close(self) -> None:
+        shm, self._shm = self._shm, None
+        if shm is None:
+            return
+        self._flat = None
+        try:
+            shm.close()
+        except BufferError:
+            pass
+
+
+def attach(spec: SlotSpec) -> Attached:
+    return Attached(spec)
+
+
+def _attach_untracked(name: str) -> shared_memory.SharedMemory:
+    if sys.version_info >= (3, 13):
+        return shared_memory.SharedMemory(name=name, track=False)
+    # Python < 3.13 registers attached segments with the resource tracker; a worker
+    # is single-threaded here, so swapping the hook out for this call is safe.
+    original = resource_tracker.register
+    resource_tracker.register = lambda *args, **kwargs: None
+    try:
+        return shared_memory.SharedMemory(name=name)
+    finally:
+        resource_tracker.register = original

@@ -1,0 +1,127 @@
+"""When is a round over? The waiting rule on a virtual clock.
+
+Straggler simulation applies each worker's injected delay on the master: the
+answer of worker j that really arrives ``e_j`` seconds after dispatch is
+treated as arriving at the virtual time ``v_j = e_j + delay_j``. Workers with an
+infinite delay never count (their answers are computed, then ignored). Nobody
+sleeps; the outcome depends on the delays, not on the machine's speed, once the
+delays are large against real compute times (and exactly, for delays that are
+0 or inf: ``FixedCount`` answers with exactly ``draw.available``).
+
+The master can stop before the virtual times elapse because it knows every
+delay up front: a worker j still computing at real elapsed time e can only land
+at ``v_j >= e + delay_j``. So an arrived answer with virtual time v is
+*confirmed* (nothing pending can still overtake it) once v <= H(e) =
+min_pending(e + delay_j), and the waiting rule only ever reads confirmed
+answers, in virtual order. The rule (first match wins):
+
+- ``count`` answers confirmed and ``code.can_decode`` them -> done;
+- ``code.is_complete`` (waiting longer cannot help: all N, or for the baselines
+  every input covered) -> done;
+- every pending worker can only land after the deadline -> done with the
+  answers whose virtual time is within it;
+- nothing pending (the rest failed, crashed, hung or never answer) -> done.
+
+With simulate="sleep" the delays happen for real inside the workers; the
+master then uses delay 0 here (only infinite delays are excluded up front).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Decision", "RoundWaiter"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    answered: tuple      # workers whose answers count, in virtual arrival order
+    at: float            # virtual time (s after dispatch) the round was decided
+    rule: str            # count | complete | deadline | all
+
+
+class RoundWaiter:
+    """Bookkeeping and the waiting rule of one round (pure logic, no I/O).
+
+    Parameters
+    ----------
+    code : object with can_decode(available) / is_complete(available)
+    dispatched : workers that were sent the round
+    delays : (N,) float64 virtual delays applied on the master (0 where none)
+    never : (N,) bool, workers whose answers never count (infinite delay)
+    count : int or None, "the first `count` answers" (None: no count rule)
+    deadline : float or None, seconds after dispatch
+    hang_at : {worker: elapsed seconds after which a silent worker is hung}
+    """
+
+    def __init__(self, code, dispatched, delays, never, count=None, deadline=None, hang_at=None):
+        self.code = code
+        self.delays = np.asarray(delays, dtype=np.float64)
+        self.count = count
+        self.deadline = math.inf if deadline is None else float(deadline)
+        self.pending = {int(j) for j in dispatched if not never[j]}
+        self.hang_at = dict(hang_at or {})
+        self.arrived: dict[int, float] = {}     # worker -> virtual time
+        self.real: dict[int, float] = {}        # worker -> real elapsed time of its answer
+        self.failed: dict[int, str] = {}        # worker -> reason
+
+    def result(self, j: int, elapsed: float) -> bool:
+        """Worker j answered `elapsed` s after dispatch; True when it counts."""
+        self.real[j] = elapsed
+        if j not in self.pending:
+            return False
+        self.pending.discard(j)
+        self.arrived[j] = elapsed + float(self.delays[j])
+        return True
+
+    def fail(self, j: int, reason: str) -> None:
+        """Worker j will not answer this round (crashed, raised, hung)."""
+        if j in self.pending or j not in self.arrived:
+            self.pending.discard(j)
+            self.failed.setdefault(j, reason)
+
+    def _min_pending_delay(self) -> float:
+        return min((float(self.delays[j]) for j in self.pending), default=math.inf)
+
+    def horizon(self, elapsed: float) -> float:
+        """Earliest virtual time any pending answer can still have."""
+        return elapsed + self._min_pending_delay()
+
+    def decide(self, elapsed: float) -> Decision | None:
+        """The round's answering set if it is final at real elapsed time `elapsed`."""
+        horizon = self.horizon(elapsed)
+        answered = []
+        for v, j in sorted((v, j) for j, v in self.arrived.items()):
+            if v > horizon or v > self.deadline:
+                break
+            answered.append(j)
+            if self.count is not None and len(answered) >= self.count and self.code.can_decode(answered):
+                return Decision(tuple(answered), v, "count")
+            if self.code.is_complete(answered):
+                return Decision(tuple(answered), v, "complete")
+        if horizon > self.deadline:
+            return Decision(tuple(answered), self.deadline, "deadline")
+        if not self.pending:
+            return Decision(tuple(answered), max((self.arrived[j] for j in answered), default=0.0), "all")
+        return None
+
+    def next_change(self, elapsed: float) -> float:
+        """Real elapsed time at which decide() may change without a new answer
+        (an answer gets confirmed, the deadline passes, a worker hangs); inf if never."""
+        dmin = self._min_pending_delay()
+        times = [self.hang_at[j] for j in self.pending if j in self.hang_at]
+        if math.isfinite(dmin):
+            horizon = elapsed + dmin
+            unconfirmed = [v for v in self.arrived.values() if horizon < v <= self.deadline]
+            if unconfirmed:
+                times.append(min(unconfirmed) - dmin)
+            if math.isfinite(self.deadline):
+                times.append(self.deadline - dmin)
+        later = [t for t in times if t > elapsed]
+        return min(later) if later else (elapsed if times else math.inf)
+
+    def hung(self, elapsed: float) -> list[int]:
+        """Pending workers past their hang limit."""
+        return sorted(j for j in self.pending if self.hang_at.get(j, math.inf) <= elapsed)

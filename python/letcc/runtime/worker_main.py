@@ -1,0 +1,230 @@
+"""The worker loop of the local backend (runs in a spawned / forkserver process).
+
+A worker owns one model, built once by ``model_factory()``. It reads its coded
+inputs from its slot of the shared input segment, writes ``f(inputs)`` into its
+slot of the shared output segment, and tells the master with a message of a few
+bytes. Every message carries the round id it answers.
+
+Messages, master -> worker (a duplex Pipe per worker):
+    ("layout", in_spec, out_spec|None)      attach new segments (shapes changed)
+    ("task", round, b, sleep_s, chunk_rows) compute slot rows 0..b-1
+    ("probe", round, b)                     compute row 0 only, report its shape
+    ("stop",)
+worker -> master:
+    ("ready", pid) | ("init_error", traceback)
+    ("done", round) | ("cancelled", round) | ("error", round, traceback)
+    ("shape", round, shape, dtype)          output does not match the layout
+    ("probe", round, shape, dtype)
+
+Cancellation: ``ctl[rank]`` (shared int64) holds the round the master still
+wants from this worker. It is checked before starting a task, between chunks
+and while sleeping (simulate="sleep"), so a late worker drops a cancelled round
+at the next chunk boundary instead of delaying the next round.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+import numpy as np
+
+from letcc.runtime.shm_slots import attach
+
+__all__ = ["worker_main", "worker_rank", "run_model", "prepare_model"]
+
+STOP = -2           # ctl value: shut down
+_RANK: int | None = None
+
+
+def worker_rank() -> int | None:
+    """Index of the worker this process is (0..N-1), or None outside a worker."""
+    return _RANK
+
+
+def _limit_threads(threads: int | None) -> None:
+    if not threads:
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return
+    threadpool_limits(threads)
+
+
+def prepare_model(model, device: str):
+    """(callable on numpy batches -> numpy, is_torch). nn.Modules move to `device`,
+    switch to eval and run under torch.inference_mode; anything else gets numpy."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(model, torch.nn.Module):
+        dev = torch.device(device)
+        model = model.to(dev).eval()
+
+        def call(x: np.ndarray) -> np.ndarray:
+            with torch.inference_mode():
+                xt = torch.from_numpy(x)
+                if dev.type != "cpu":
+                    xt = xt.to(dev, non_blocking=True)
+                y = model(xt)
+                return y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+
+        return call, True
+    if not callable(model):
+        raise TypeError(f"model_factory() returned {type(model).__name__}, which is not callable")
+
+    def call(x: np.ndarray) -> np.ndarray:
+        y = model(x)
+        if torch is not None and isinstance(y, torch.Tensor):
+            return y.detach().cpu().numpy()
+        return np.asarray(y)
+
+    return call, False
+
+
+def run_model(call, x: np.ndarray) -> np.ndarray:
+    return call(x)
+
+
+class _Worker:
+    def __init__(self, rank, conn, ctl_spec, call):
+        self.rank = rank
+        self.conn = conn
+        self.ctl_mem = attach(ctl_spec)
+        self.ctl = self.ctl_mem.slot(0, 1).reshape(-1)   # (N,) int64
+        self.call = call
+        self.inp = None
+        self.out = None
+
+    def wanted(self, r: int) -> bool:
+        return int(self.ctl[self.rank]) == r
+
+    def layout(self, in_spec, out_spec) -> None:
+        for mem in (self.inp, self.out):
+            if mem is not None:
+                mem.close()
+        self.inp = self.out = None
+        try:
+            self.inp = attach(in_spec)
+            self.out = attach(out_spec) if out_spec is not None else None
+        except FileNotFoundError:
+            # superseded by a newer layout whose message follows in the pipe
+            self.inp = self.out = None
+
+    def sleep(self, seconds: float, r: int) -> bool:
+        """Sleep `seconds` (inf: until cancelled); False when cancelled meanwhile."""
+        end = time.monotonic() + seconds
+        while True:
+            if not self.wanted(r):
+                return False
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return True
+            # wake early when the master writes (new round or stop: it moved on)
+            if self.conn.poll(min(remaining, 0.02)) and not self.wanted(r):
+                return False
+            # a pending message with the round still wanted: nothing to wake for
+            # (cannot happen with this protocol); avoid spinning on poll()
+            if self.conn.poll(0):
+                time.sleep(min(max(remaining, 0.0), 0.02))
+
+    def task(self, r: int, b: int, sleep_s: float, chunk_rows: int | None) -> tuple:
+        if not self.wanted(r) or self.inp is None or self.out is None:
+            return ("cancelled", r)
+        if sleep_s > 0 and not self.sleep(sleep_s, r):
+            return ("cancelled", r)
+        x = self.inp.slot(self.rank, b)
+        out_spec = self.out.spec
+        y_slot = self.out.slot(self.rank, b)
+        step = b if not chunk_rows else int(chunk_rows)
+        for start in range(0, b, step):
+            if start and not self.wanted(r):
+                return ("cancelled", r)
+            stop = min(b, start + step)
+            y = self.call(x[start:stop])
+            if y.shape != (stop - start,) + tuple(out_spec.row_shape) or not np.can_cast(
+                    y.dtype, out_spec.dtype, casting="same_kind"):
+                return ("shape", r, tuple(y.shape), y.dtype.str, stop - start)
+            y_slot[start:stop] = y
+        # no last check of ctl: a stale "done" is harmless (the master drops it by
+        # round id; this slot is read only after this worker reports the current round)
+        return ("done", r)
+
+    def probe(self, r: int, b: int) -> tuple:
+        if self.inp is None:
+            return ("cancelled", r)
+        y = self.call(self.inp.slot(self.rank, b)[:1])
+        return ("probe", r, tuple(y.shape), y.dtype.str)
+
+    def loop(self) -> None:
+        conn = self.conn
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                return                      # master gone
+            kind = msg[0]
+            if kind == "stop":
+                return
+            if kind == "layout":
+                self.layout(msg[1], msg[2])
+                continue
+            r = msg[1]
+            try:
+                reply = self.task(*msg[1:]) if kind == "task" else self.probe(*msg[1:])
+            except Exception:
+                reply = ("error", r, traceback.format_exc())
+            try:
+                conn.send(reply)
+            except (BrokenPipeError, OSError):
+                return
+
+    def close(self) -> None:
+        for mem in (self.inp, self.out, self.ctl_mem):
+            if mem is not None:
+                mem.close()
+        self.ctl = None
+
+
+def _exit_when_orphaned(parent_pid: int, period: float = 0.5) -> None:
+    """Daemon thread: if the master dies (SIGKILL, crash) while this worker is stuck
+    in a model call, nobody reads our pipe's EOF; leave when re-parented."""
+    while True:
+        time.sleep(period)
+        if os.getppid() != parent_pid:
+            os._exit(3)
+
+
+def worker_main(rank: int, conn, ctl_spec, model_factory, device: str, threads: int | None) -> None:
+    """Process entry point: build the model, say ready, serve tasks until stop/EOF."""
+    global _RANK
+    # Ctrl-C goes to the whole process group: the master handles it and stops us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _RANK = rank
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True,
+                     name="letcc-orphan-watch").start()
+    os.environ["LETCC_WORKER_RANK"] = str(rank)
+    try:
+        _limit_threads(threads)
+        model = model_factory()
+        call, _ = prepare_model(model, device)
+        _limit_threads(threads)     # the factory may have imported torch just now
+    except BaseException:
+        try:
+            conn.send(("init_error", traceback.format_exc()))
+        except OSError:
+            pass
+        return
+    worker = _Worker(rank, conn, ctl_spec, call)
+    try:
+        conn.send(("ready", os.getpid()))
+        worker.loop()
+    except (BrokenPipeError, OSError):
+        pass
+    finally:
+        worker.close()
