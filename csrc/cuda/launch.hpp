@@ -36,21 +36,26 @@ enum class GammaStore : int {
 struct LaunchConfig {
     GammaStore store = GammaStore::Shared;
     int tile = 32;        // columns per block = threads per block
-    int depth = 16;       // rows of y prefetched per thread in the forward pass (16 or 64)
+    int depth = 32;       // rows per cp.async group in the forward pass (2 groups in flight)
     long long grid = 1;   // blocks
-    std::size_t shared_bytes = 0;
-    double* scratch = nullptr;  // Global only: grid x tile x (n + 3) doubles
+    std::size_t shared_bytes = 0;  // Shared: gamma + ring; Global: ring only (see shared_bytes_for)
+    double* scratch = nullptr;     // Global only: grid x tile x (n + 3) doubles
 };
 
-// Per-column float64 gamma buffer rows (knot r - 1 in row r, zero padded).
-inline int gamma_rows(int n) { return n + 3; }
+// Dynamic shared memory of a launch: per column, the float64 gamma buffer
+// (n + 3 rows: knot r - 1 in row r, zero padded) when it lives in shared
+// memory, plus the staging ring of 2 x depth elements of the data type.
+inline std::size_t shared_bytes_for(GammaStore store, int n, int tile, int depth, std::size_t elem) {
+    const std::size_t gamma = store == GammaStore::Shared ? static_cast<std::size_t>(n + 3) * 8 : 0;
+    return static_cast<std::size_t>(tile) * (gamma + 2 * static_cast<std::size_t>(depth) * elem);
+}
 
-// Raises the dynamic shared-memory limit of the shared-memory kernels on the
-// current device to `bytes` (the device's opt-in maximum).
+// Raises the dynamic shared-memory limit of the kernels on the current device
+// to `bytes` (the device's opt-in maximum).
 cudaError_t prepare_kernels(std::size_t bytes);
 
 // Occupancy of the global-scratch kernel (blocks per multiprocessor).
-cudaError_t global_blocks_per_sm(bool f64, int depth, int tile, int* blocks);
+cudaError_t global_blocks_per_sm(bool f64, int tile, std::size_t shared_bytes, int* blocks);
 
 // out (q x m) = plan applied to y (n x m), both C-contiguous, on `stream`.
 cudaError_t launch_plan_f32(const PlanView& p, const float* y, float* out, long long m, const LaunchConfig& cfg,

@@ -3,28 +3,34 @@
 //
 // Per column, three passes fused in one kernel (the CPU tile kernels in
 // csrc/kernels.hpp do the same across a tile of columns):
-//   1. forward substitution fused with z = Q^T y (reads y once, coalesced:
-//      thread j reads y[i*m + j]; `Depth` rows are loaded ahead into registers
-//      so that many loads are in flight per thread),
-//   2. back substitution in place: z -> gamma,
-//   3. evaluation at the q points: two y values (re-read, from L2 in the common
-//      case) and four gamma values per point; out written once, coalesced.
-// All arithmetic is float64 whatever the storage type T (float32 data keeps
-// float64 factors and accumulation, as on the CPU).
+//   1. forward substitution fused with z = Q^T y: thread j reads y[i*m + j]
+//      (coalesced across the warp), each row once;
+//   2. back substitution in place: z -> gamma;
+//   3. evaluation at the q points: two y values (re-read; the column tiles in
+//      flight are a few MB, so these come from L2) and four gamma values per
+//      point; out written once, coalesced.
+// All arithmetic is float64 whatever the storage type T: float32 data keeps
+// float64 factors and accumulation, as on the CPU.
 //
-// Where gamma lives (the design choice, made without a GPU to measure on):
-// a column needs its whole gamma vector (8 (n + 3) bytes) between the forward
-// pass and the evaluation, because the back substitution runs in reverse and
-// the query points touch any row. Kept in device memory it would cost ~4
-// float64 passes of traffic per column, far more than y itself (4 n bytes in
-// float32), so it is kept on chip, in shared memory (row r of a block's buffer
-// holds knot r - 1 for its `tile` columns: consecutive threads hit consecutive
-// doubles, no bank conflicts). That caps the columns in flight per
-// multiprocessor at about 228 KiB / (8 (n + 3)), which is why the forward pass
-// prefetches deeply (Depth = 64 for n >= 48) rather than relying on many warps.
-// Only when even a 32-column tile does not fit in shared memory (n > ~880 on
-// Hopper) is gamma kept in a global scratch, one slot per block of a
-// persistent grid, so the scratch stays small (and mostly in L2).
+// Design choices, made without a GPU to measure on (bench/gpu.py checks them):
+// * Where gamma lives. A column needs its whole gamma vector (8 (n + 3)
+//   bytes) between the forward pass and the evaluation: the back substitution
+//   runs in reverse and query points touch any row. In device memory that
+//   would be ~4 float64 passes of traffic per column, several times y itself
+//   (4 n bytes in float32), so it is kept on chip in shared memory: row r of a
+//   block's buffer holds knot r - 1 of its `tile` columns (consecutive threads,
+//   consecutive doubles: no bank conflicts, no block-level synchronisation).
+//   Only when even a 32-column tile does not fit (n > ~850 on Hopper) does
+//   gamma go to a global scratch, one slot per block of a persistent grid, so
+//   the scratch stays small and mostly in L2.
+// * Loads in flight. Shared memory caps the columns in flight per
+//   multiprocessor at about 228 KiB / (8 (n + 3)) (~100 at n = 256), too few
+//   threads to cover memory latency with one load each. So each thread streams
+//   its column through a private ring of 2 x `depth` shared-memory slots with
+//   cp.async (sm_80+): group g + 1 is in flight while group g is consumed. Plain
+//   register prefetch does not work here: ptxas sinks such loads back to their
+//   uses to save registers (seen in the SASS of a first version).
+#include <cuda_pipeline_primitives.h>
 #include <cuda_runtime.h>
 
 #include "launch.hpp"
@@ -39,26 +45,26 @@ __device__ __forceinline__ double2 load2(const double* p) { return __ldg(reinter
 __device__ __forceinline__ void store(float* p, double v) { __stcs(p, static_cast<float>(v)); }
 __device__ __forceinline__ void store(double* p, double v) { __stcs(p, v); }
 
-// One row of the forward substitution fused with Q^T y:
-// z_i = qa y_{i-1} + qb y_i + qc y_{i+1} - l2 z_{i-2} - l1 z_{i-1}, stored in row i + 1.
-__device__ __forceinline__ void forward_step(const PlanView& p, int i, double yn, double& ya, double& yb, double& zm2,
-                                             double& zm1, double* buf, int stride) {
-    const double* c = p.rows + static_cast<long long>(i) * kRowStride;
-    const double2 ab = load2(c), cl = load2(c + 2), l2d = load2(c + 4);
-    // zm1 enters last: one dependent FMA per row on the critical path.
-    const double z = ab.x * ya + ab.y * yb + cl.x * yn - l2d.x * zm2 - cl.y * zm1;
-    buf[static_cast<long long>(i + 1) * stride] = z;
-    zm2 = zm1;
-    zm1 = z;
-    ya = yb;
-    yb = yn;
+// Forward rows consumed per group: rows 2 + first .. of y (row i + 1 feeds
+// forward step i). Issues one cp.async per row into ring half (group & 1).
+template <class T>
+__device__ __forceinline__ void issue_group(const T* yc, long long m, T* ring, int tile, int depth, int total,
+                                            int group) {
+    const int first = group * depth;
+    const int count = min(depth, total - first);
+    T* slot = ring + (group & 1) * depth * tile;
+    for (int u = 0; u < count; ++u)
+        __pipeline_memcpy_async(slot + u * tile, yc + static_cast<long long>(2 + first + u) * m, sizeof(T));
+    __pipeline_commit();
 }
 
-// One column j. buf points at this thread's element of row 0 of its gamma
-// buffer; consecutive rows are `stride` doubles apart.
-template <class T, int Depth>
+// One column j. buf: this thread's element of row 0 of its gamma buffer (rows
+// `stride` doubles apart, shared or global memory). ring: this thread's
+// element of slot 0 of its staging ring in shared memory (slots `tile` apart).
+template <class T>
 __device__ __forceinline__ void plan_column(const PlanView& p, const T* __restrict__ y, T* __restrict__ out,
-                                            long long m, long long j, double* buf, int stride) {
+                                            long long m, long long j, double* buf, int stride, T* ring, int tile,
+                                            int depth) {
     const int n = p.n;
     // Rows for knots -1, 0, n-1, n, n+1 are zero so that no pass branches on
     // the ends (gamma is 0 at both end knots: natural spline).
@@ -68,21 +74,37 @@ __device__ __forceinline__ void plan_column(const PlanView& p, const T* __restri
 
     const T* __restrict__ yc = y + j;
     if (n >= 3) {
-        // Forward substitution, rows i = 1..n-2.
+        // Forward: z_i = qa y_{i-1} + qb y_i + qc y_{i+1} - l2 z_{i-2} - l1 z_{i-1}, i = 1..n-2.
+        const int total = n - 2;
+        const int groups = (total + depth - 1) / depth;
+        issue_group(yc, m, ring, tile, depth, total, 0);
         double ya = load(yc), yb = load(yc + m);
         double zm2 = 0.0, zm1 = 0.0;
-        // Full chunks of Depth rows: all loads issued before the first use, no
-        // branches between them (so the scheduler keeps them in flight).
-        int i0 = 1;
-        for (; i0 + Depth - 1 <= n - 2; i0 += Depth) {
-            T v[Depth];
-#pragma unroll
-            for (int u = 0; u < Depth; ++u) v[u] = y[static_cast<long long>(i0 + 1 + u) * m + j];
-#pragma unroll
-            for (int u = 0; u < Depth; ++u) forward_step(p, i0 + u, static_cast<double>(v[u]), ya, yb, zm2, zm1, buf, stride);
+        for (int g = 0; g < groups; ++g) {
+            // Ring half (g + 1) & 1 was last read in iteration g - 1; those
+            // reads fed FMAs that issued before this point (in-order issue).
+            if (g + 1 < groups)
+                issue_group(yc, m, ring, tile, depth, total, g + 1);
+            else
+                __pipeline_commit();  // empty group: keeps "all but the newest" meaning group g
+            __pipeline_wait_prior(1);
+            const T* slot = ring + (g & 1) * depth * tile;
+            const int first = g * depth;
+            const int count = min(depth, total - first);
+            for (int u = 0; u < count; ++u) {
+                const int i = 1 + first + u;
+                const double* c = p.rows + static_cast<long long>(i) * kRowStride;
+                const double2 ab = load2(c), cl = load2(c + 2), l2d = load2(c + 4);
+                const double yn = static_cast<double>(slot[u * tile]);
+                // zm1 enters last: one dependent FMA per row on the critical path.
+                const double z = ab.x * ya + ab.y * yb + cl.x * yn - l2d.x * zm2 - cl.y * zm1;
+                buf[static_cast<long long>(i + 1) * stride] = z;
+                zm2 = zm1;
+                zm1 = z;
+                ya = yb;
+                yb = yn;
+            }
         }
-        // The last partial chunk.
-        for (; i0 <= n - 2; ++i0) forward_step(p, i0, load(yc + static_cast<long long>(i0 + 1) * m), ya, yb, zm2, zm1, buf, stride);
         // Back: gamma_i = z_i / D_i - l1[i+1] gamma_{i+1} - l2[i+2] gamma_{i+2}.
         double g1 = 0.0, g2 = 0.0;
 #pragma unroll 4
@@ -111,66 +133,61 @@ __device__ __forceinline__ void plan_column(const PlanView& p, const T* __restri
     }
 }
 
-template <class T, int Depth>
-__global__ void __launch_bounds__(256) plan_shared_kernel(PlanView p, const T* __restrict__ y, T* __restrict__ out, long long m) {
+// Dynamic shared memory: gamma (tile x (n + 3) doubles), then the staging
+// ring (tile x 2 depth elements of T).
+template <class T>
+__global__ void __launch_bounds__(256, 1) plan_shared_kernel(PlanView p, const T* __restrict__ y, T* __restrict__ out,
+                                                          long long m, int depth) {
     extern __shared__ double smem[];
     const long long j = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (j >= m) return;  // no block-level synchronisation: each thread owns its column
-    plan_column<T, Depth>(p, y, out, m, j, smem + threadIdx.x, blockDim.x);
+    const int tile = blockDim.x;
+    T* ring = reinterpret_cast<T*>(smem + static_cast<long long>(p.n + 3) * tile) + threadIdx.x;
+    plan_column<T>(p, y, out, m, j, smem + threadIdx.x, tile, ring, tile, depth);
 }
 
-// Persistent grid: block b reuses scratch slot b for tiles b, b + grid, ...
-template <class T, int Depth>
-__global__ void __launch_bounds__(256) plan_global_kernel(PlanView p, const T* __restrict__ y, T* __restrict__ out, long long m,
-                                   double* scratch) {
-    double* buf = scratch + static_cast<long long>(blockIdx.x) * (p.n + 3) * blockDim.x + threadIdx.x;
-    const long long ntiles = (m + blockDim.x - 1) / blockDim.x;
+// Persistent grid with gamma in global scratch: block b reuses slot b for
+// tiles b, b + grid, ... Dynamic shared memory holds only the staging ring.
+template <class T>
+__global__ void __launch_bounds__(256, 1) plan_global_kernel(PlanView p, const T* __restrict__ y, T* __restrict__ out,
+                                                          long long m, int depth, double* scratch) {
+    extern __shared__ double smem[];
+    const int tile = blockDim.x;
+    double* buf = scratch + static_cast<long long>(blockIdx.x) * (p.n + 3) * tile + threadIdx.x;
+    T* ring = reinterpret_cast<T*>(smem) + threadIdx.x;
+    const long long ntiles = (m + tile - 1) / tile;
     for (long long t = blockIdx.x; t < ntiles; t += gridDim.x) {
-        const long long j = t * blockDim.x + threadIdx.x;
-        if (j < m) plan_column<T, Depth>(p, y, out, m, j, buf, blockDim.x);
+        const long long j = t * tile + threadIdx.x;
+        if (j < m) plan_column<T>(p, y, out, m, j, buf, tile, ring, tile, depth);
     }
-}
-
-template <class T, int Depth>
-cudaError_t launch_depth(const PlanView& p, const T* y, T* out, long long m, const LaunchConfig& cfg,
-                         cudaStream_t stream) {
-    const dim3 grid(static_cast<unsigned>(cfg.grid)), block(static_cast<unsigned>(cfg.tile));
-    if (cfg.store == GammaStore::Shared)
-        plan_shared_kernel<T, Depth><<<grid, block, cfg.shared_bytes, stream>>>(p, y, out, m);
-    else
-        plan_global_kernel<T, Depth><<<grid, block, 0, stream>>>(p, y, out, m, cfg.scratch);
-    return cudaGetLastError();
 }
 
 template <class T>
 cudaError_t launch(const PlanView& p, const T* y, T* out, long long m, const LaunchConfig& cfg,
                    cudaStream_t stream) {
-    if (cfg.depth == 64) return launch_depth<T, 64>(p, y, out, m, cfg, stream);
-    return launch_depth<T, 16>(p, y, out, m, cfg, stream);
-}
-
-template <class T, int Depth>
-cudaError_t raise_shared_limit(std::size_t bytes) {
-    return cudaFuncSetAttribute(plan_shared_kernel<T, Depth>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(bytes));
+    const dim3 grid(static_cast<unsigned>(cfg.grid)), block(static_cast<unsigned>(cfg.tile));
+    if (cfg.store == GammaStore::Shared)
+        plan_shared_kernel<T><<<grid, block, cfg.shared_bytes, stream>>>(p, y, out, m, cfg.depth);
+    else
+        plan_global_kernel<T><<<grid, block, cfg.shared_bytes, stream>>>(p, y, out, m, cfg.depth, cfg.scratch);
+    return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t prepare_kernels(std::size_t bytes) {
+    const int b = static_cast<int>(bytes);
+    const cudaFuncAttribute a = cudaFuncAttributeMaxDynamicSharedMemorySize;
     cudaError_t e;
-    if ((e = raise_shared_limit<float, 16>(bytes)) != cudaSuccess) return e;
-    if ((e = raise_shared_limit<float, 64>(bytes)) != cudaSuccess) return e;
-    if ((e = raise_shared_limit<double, 16>(bytes)) != cudaSuccess) return e;
-    return raise_shared_limit<double, 64>(bytes);
+    if ((e = cudaFuncSetAttribute(plan_shared_kernel<float>, a, b)) != cudaSuccess) return e;
+    if ((e = cudaFuncSetAttribute(plan_shared_kernel<double>, a, b)) != cudaSuccess) return e;
+    if ((e = cudaFuncSetAttribute(plan_global_kernel<float>, a, b)) != cudaSuccess) return e;
+    return cudaFuncSetAttribute(plan_global_kernel<double>, a, b);
 }
 
-cudaError_t global_blocks_per_sm(bool f64, int depth, int tile, int* blocks) {
-    if (f64)
-        return depth == 64 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, plan_global_kernel<double, 64>, tile, 0)
-                           : cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, plan_global_kernel<double, 16>, tile, 0);
-    return depth == 64 ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, plan_global_kernel<float, 64>, tile, 0)
-                       : cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, plan_global_kernel<float, 16>, tile, 0);
+cudaError_t global_blocks_per_sm(bool f64, int tile, std::size_t shared_bytes, int* blocks) {
+    if (f64) return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, plan_global_kernel<double>, tile, shared_bytes);
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, plan_global_kernel<float>, tile, shared_bytes);
 }
 
 cudaError_t launch_plan_f32(const PlanView& p, const float* y, float* out, long long m, const LaunchConfig& cfg,

@@ -1,0 +1,287 @@
+// Host side of the CUDA plan: factor and tabulate on the host (float64, the
+// CPU core's headers), pack, upload once, pick a launch configuration, and
+// keep the device buffer alive until every stream that used it is done.
+#include "device_plan.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include <cuda_runtime.h>
+
+#include "../plan.hpp"
+#include "../reinsch.hpp"
+
+namespace letcc {
+namespace cuda {
+namespace {
+
+[[noreturn]] void fail(const char* what, cudaError_t e) {
+    throw std::runtime_error(std::string(what) + " failed: " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+
+#define LETCC_CUDA_CHECK(expr)                  \
+    do {                                        \
+        const cudaError_t e_ = (expr);          \
+        if (e_ != cudaSuccess) fail(#expr, e_); \
+    } while (0)
+
+// Makes `device` current for the scope of a call, restoring the caller's.
+class DeviceGuard {
+public:
+    explicit DeviceGuard(int device) {
+        LETCC_CUDA_CHECK(cudaGetDevice(&prev_));
+        if (prev_ != device) LETCC_CUDA_CHECK(cudaSetDevice(device));
+        changed_ = prev_ != device;
+    }
+    ~DeviceGuard() {
+        if (changed_) cudaSetDevice(prev_);
+    }
+
+private:
+    int prev_ = 0;
+    bool changed_ = false;
+};
+
+// One private non-blocking stream per device for uploads and frees, so that
+// neither waits for (nor delays) the caller's queued work. Lives as long as
+// the process.
+cudaStream_t side_stream(int device) {
+    static std::mutex mu;
+    static std::vector<cudaStream_t> streams;
+    std::lock_guard<std::mutex> lock(mu);
+    if (static_cast<std::size_t>(device) >= streams.size()) streams.resize(device + 1, nullptr);
+    if (!streams[device]) LETCC_CUDA_CHECK(cudaStreamCreateWithFlags(&streams[device], cudaStreamNonBlocking));
+    return streams[device];
+}
+
+// Raise the kernels' dynamic shared-memory limit once per device.
+void prepare_device(int device, std::size_t optin) {
+    static std::mutex mu;
+    static std::vector<bool> done;
+    std::lock_guard<std::mutex> lock(mu);
+    if (static_cast<std::size_t>(device) >= done.size()) done.resize(device + 1, false);
+    if (done[device]) return;
+    LETCC_CUDA_CHECK(prepare_kernels(optin));
+    done[device] = true;
+}
+
+// rows (n + 2) x 8 | qcoef q x 8 | qidx q x 2 int32; see launch.hpp.
+std::vector<unsigned char> pack(const PlanTables& t) {
+    const std::size_t n = static_cast<std::size_t>(t.n), q = static_cast<std::size_t>(t.q);
+    const std::size_t rows = (n + 2) * kRowStride, qc = q * kQueryStride;
+    std::vector<double> d(rows + qc, 0.0);
+    for (std::size_t i = 0; i < n + 2; ++i) {
+        double* r = &d[i * kRowStride];
+        r[0] = t.qa[i];
+        r[1] = t.qb[i];
+        r[2] = t.qc[i];
+        r[3] = t.l1[i];
+        r[4] = t.l2[i];
+        r[5] = t.inv_d[i];
+        r[6] = (i + 1 < n + 2) ? t.l1[i + 1] : 0.0;
+        r[7] = (i + 2 < n + 2) ? t.l2[i + 2] : 0.0;
+    }
+    for (std::size_t j = 0; j < q; ++j) {
+        double* c = &d[rows + j * kQueryStride];
+        c[0] = t.cy[2 * j];
+        c[1] = t.cy[2 * j + 1];
+        for (int k = 0; k < 4; ++k) c[2 + k] = t.cgam[4 * j + k];
+    }
+    std::vector<int> idx(2 * q);
+    for (std::size_t j = 0; j < q; ++j) {
+        idx[2 * j] = static_cast<int>(t.k[j]);
+        idx[2 * j + 1] = static_cast<int>(t.k1[j]);
+    }
+    std::vector<unsigned char> out(d.size() * sizeof(double) + idx.size() * sizeof(int));
+    std::memcpy(out.data(), d.data(), d.size() * sizeof(double));
+    if (!idx.empty()) std::memcpy(out.data() + d.size() * sizeof(double), idx.data(), idx.size() * sizeof(int));
+    return out;
+}
+
+int pow2_floor(std::size_t v) {
+    int p = 1;
+    while (static_cast<std::size_t>(p) * 2 <= v) p *= 2;
+    return p;
+}
+
+// Per-block shared memory aimed at when choosing the tile width: small blocks
+// pack the multiprocessor's shared memory finely (several blocks each).
+constexpr std::size_t kTargetBlockShared = 32 * 1024;
+// Upper bound on the global scratch of the large-n path.
+constexpr std::size_t kMaxScratchBytes = std::size_t(256) << 20;
+
+}  // namespace
+
+std::pair<int, std::string> probe_devices() {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        cudaGetLastError();  // reset the runtime's last-error state
+        return {0, std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e)};
+    }
+    return {count, ""};
+}
+
+DevicePlan::DevicePlan(const double* x, const double* w, std::size_t n, double lam, const double* at,
+                       std::size_t q, int device)
+    : device_(device) {
+    if (n > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2) ||
+        q > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2))
+        throw std::invalid_argument("plan too large for the CUDA kernels (n or q >= 2^30)");
+    const ReinschFactor f = factor_reinsch(x, w, n, lam);
+    const PlanTables t = make_plan_tables(f, at, q, 0);
+    const std::vector<unsigned char> host = pack(t);
+    bytes_ = host.size();
+
+    DeviceGuard guard(device_);
+    LETCC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
+    int optin = 0, pools = 0;
+    LETCC_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device_));
+    LETCC_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_));
+    shared_optin_ = static_cast<std::size_t>(optin);
+    pools_ = pools != 0;
+    prepare_device(device_, shared_optin_);
+
+    const cudaStream_t side = side_stream(device_);
+    if (pools_)
+        LETCC_CUDA_CHECK(cudaMallocAsync(&dev_, bytes_, side));
+    else
+        LETCC_CUDA_CHECK(cudaMalloc(&dev_, bytes_));
+    // Pageable source: the call returns once the bytes are staged, so `host`
+    // may go; the event marks the copy's completion on the device.
+    LETCC_CUDA_CHECK(cudaMemcpyAsync(dev_, host.data(), bytes_, cudaMemcpyHostToDevice, side));
+    LETCC_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+    LETCC_CUDA_CHECK(cudaEventRecord(uploaded_, side));
+
+    const auto* base = static_cast<const unsigned char*>(dev_);
+    view_.n = static_cast<int>(t.n);
+    view_.q = static_cast<int>(t.q);
+    view_.rows = reinterpret_cast<const double*>(base);
+    view_.qcoef = view_.rows + (t.n + 2) * kRowStride;
+    view_.qidx = reinterpret_cast<const int*>(view_.qcoef + t.q * kQueryStride);
+}
+
+DevicePlan::~DevicePlan() {
+    // Free after every stream that used the buffer is done with it, without
+    // blocking the host: the side stream waits on each stream's last launch.
+    int prev = 0;
+    if (cudaGetDevice(&prev) != cudaSuccess) return;  // runtime gone (interpreter exit)
+    cudaSetDevice(device_);
+    const cudaStream_t side = side_stream(device_);
+    for (auto& u : uses_) {
+        cudaStreamWaitEvent(side, u.second, 0);
+        cudaEventDestroy(u.second);
+    }
+    if (dev_) {
+        if (pools_)
+            cudaFreeAsync(dev_, side);
+        else
+            cudaFree(dev_);
+    }
+    if (uploaded_) cudaEventDestroy(uploaded_);
+    cudaGetLastError();
+    if (prev != device_) cudaSetDevice(prev);
+}
+
+void DevicePlan::note_use(cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& u : uses_) {
+        if (u.first == stream) {
+            LETCC_CUDA_CHECK(cudaEventRecord(u.second, stream));
+            return;
+        }
+    }
+    cudaEvent_t ev = nullptr;
+    LETCC_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    LETCC_CUDA_CHECK(cudaEventRecord(ev, stream));
+    uses_.emplace_back(stream, ev);
+}
+
+LaunchConfig DevicePlan::config(long long m, bool f64, const Tuning& t) const {
+    const int n = view_.n;
+    const std::size_t elem = f64 ? 8 : 4;
+    LaunchConfig c;
+    const int rows = std::max(1, n - 2);
+    c.depth = t.depth > 0 ? std::min(t.depth, 64) : std::min(32, rows);
+    const std::size_t smallest = shared_bytes_for(GammaStore::Shared, n, 32, c.depth, elem);
+    const bool shared_fits = smallest <= shared_optin_;
+    c.store = (t.store == 2 || (t.store == 0 && !shared_fits)) ? GammaStore::Global : GammaStore::Shared;
+    if (c.store == GammaStore::Shared && !shared_fits)
+        throw std::invalid_argument("n = " + std::to_string(n) + " is too large for the shared-memory kernel on this device");
+    const long long m32 = std::max<long long>(32, (m + 31) / 32 * 32);
+    if (c.store == GammaStore::Shared) {
+        if (t.tile > 0) {
+            c.tile = t.tile;
+        } else {
+            const std::size_t per_col = shared_bytes_for(GammaStore::Shared, n, 1, c.depth, elem);
+            c.tile = std::min(256, std::max(32, pow2_floor(kTargetBlockShared / per_col)));
+        }
+        c.tile = static_cast<int>(std::min<long long>(c.tile, m32));
+        c.shared_bytes = shared_bytes_for(GammaStore::Shared, n, c.tile, c.depth, elem);
+        if (c.shared_bytes > shared_optin_) {
+            c.tile = 32;
+            c.shared_bytes = shared_bytes_for(GammaStore::Shared, n, c.tile, c.depth, elem);
+        }
+        c.grid = (m + c.tile - 1) / c.tile;
+    } else {
+        c.tile = static_cast<int>(std::min<long long>(t.tile > 0 ? t.tile : 64, m32));
+        c.shared_bytes = shared_bytes_for(GammaStore::Global, n, c.tile, c.depth, elem);
+        int per_sm = 0;
+        LETCC_CUDA_CHECK(global_blocks_per_sm(f64, c.tile, c.shared_bytes, &per_sm));
+        const long long slot = static_cast<long long>(c.tile) * (n + 3) * 8;
+        const long long ntiles = (m + c.tile - 1) / c.tile;
+        long long g = std::min<long long>(ntiles, static_cast<long long>(sm_count_) * std::max(per_sm, 1));
+        g = std::min<long long>(g, std::max<long long>(1, static_cast<long long>(kMaxScratchBytes) / slot));
+        c.grid = std::max<long long>(g, 1);
+    }
+    if (c.tile != 32 && c.tile != 64 && c.tile != 128 && c.tile != 256)
+        throw std::invalid_argument("tile must be 32, 64, 128 or 256, got " + std::to_string(c.tile));
+    return c;
+}
+
+void DevicePlan::apply(const void* y, void* out, long long m, bool f64, cudaStream_t stream, const Tuning& t) {
+    if (m <= 0) return;
+    DeviceGuard guard(device_);
+    LaunchConfig c = config(m, f64, t);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    LETCC_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    const bool capturing = capture != cudaStreamCaptureStatusNone;
+    if (!upload_done_) {
+        // The upload ran on the side stream: the first launches wait for it
+        // (on the device when possible, on the host inside a graph capture).
+        const cudaError_t q = cudaEventQuery(uploaded_);
+        if (q == cudaSuccess) {
+            upload_done_ = true;
+        } else if (q != cudaErrorNotReady) {
+            fail("cudaEventQuery(upload)", q);
+        } else if (capturing) {
+            LETCC_CUDA_CHECK(cudaEventSynchronize(uploaded_));
+            upload_done_ = true;
+        } else {
+            LETCC_CUDA_CHECK(cudaStreamWaitEvent(stream, uploaded_, 0));
+        }
+    }
+    const bool scratch = c.store == GammaStore::Global;
+    if (scratch) {
+        const std::size_t bytes = static_cast<std::size_t>(c.grid) * c.tile * (view_.n + 3) * sizeof(double);
+        if (pools_)
+            LETCC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&c.scratch), bytes, stream));
+        else
+            LETCC_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&c.scratch), bytes));
+    }
+    const cudaError_t e = f64 ? launch_plan_f64(view_, static_cast<const double*>(y), static_cast<double*>(out), m, c, stream)
+                              : launch_plan_f32(view_, static_cast<const float*>(y), static_cast<float*>(out), m, c, stream);
+    if (scratch) {
+        if (pools_)
+            cudaFreeAsync(c.scratch, stream);
+        else
+            cudaFree(c.scratch);
+    }
+    if (e != cudaSuccess) fail("kernel launch", e);
+    if (!capturing) note_use(stream);
+}
+
+}  // namespace cuda
+}  // namespace letcc
