@@ -119,6 +119,9 @@ class CodedInference:
     start_method : "forkserver" (default where available) or "spawn"
     ray_options : dict of extra ``.options()`` for the Ray actors
 
+    Attributes ``stragglers``, ``deadline`` and ``rng`` (the Generator the straggler
+    draws come from) may be reassigned between rounds.
+
     ``ci.last_round`` is a ``RoundInfo`` (answering set, virtual latencies, time
     spent encoding / waiting / decoding, errors). Use as a context manager, or
     call ``close()``.
@@ -148,7 +151,7 @@ class CodedInference:
         self.simulate = simulate
         self.hang_timeout = _positive(hang_timeout, "hang_timeout", allow_none=False)
         self.startup_timeout = _positive(startup_timeout, "startup_timeout", allow_none=False)
-        self._rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(seed)
         self._encode_out = "out" in inspect.signature(code.encode).parameters
         if threads_per_worker is None:
             import os
@@ -284,7 +287,7 @@ class CodedInference:
 
         # straggler draw for this round
         if self.stragglers is not None:
-            draw = self.stragglers.sample(self.N, self._rng)
+            draw = self.stragglers.sample(self.N, self.rng)
             delays = np.asarray(draw.delays, dtype=np.float64).reshape(self.N)
             count = self.stragglers.wait_count(self.N)
             deadline = getattr(self.stragglers, "deadline", None)

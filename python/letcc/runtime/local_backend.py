@@ -13,8 +13,10 @@ tens of milliseconds, not seconds.
 """
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import multiprocessing.connection as mpc
+import os
 import sys
 import time
 import weakref
@@ -100,7 +102,15 @@ def _shutdown(res: _Resources, ctl, join_timeout: float = 2.0) -> None:
         ctl.close()
 
 
-def _context(start_method: str | None):
+def _factory_module(factory) -> str | None:
+    """The module that defines model_factory (unwrapping functools.partial)."""
+    while isinstance(factory, functools.partial):
+        factory = factory.func
+    mod = getattr(factory, "__module__", None) or type(factory).__module__
+    return mod if mod and mod != "__main__" and mod in sys.modules else None
+
+
+def _context(start_method: str | None, model_factory):
     methods = mp.get_all_start_methods()
     if start_method is None:
         start_method = "forkserver" if "forkserver" in methods else "spawn"
@@ -111,11 +121,35 @@ def _context(start_method: str | None):
         raise ValueError(f"start_method {start_method!r} is not available here (have {methods})")
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
-        preload = ["letcc.runtime.worker_main"]
+        # Modules imported once in the fork server instead of in every worker. This
+        # takes effect only when this process starts its fork server (the first time).
+        # "__main__" is the stdlib default (a script is then not re-run per worker).
+        preload = ["__main__", "letcc.runtime._forkserver_path", "letcc.runtime.worker_main"]
         if "torch" in sys.modules:
             preload.append("torch")
+        mod = _factory_module(model_factory)
+        if mod is not None:
+            preload.append(mod)
         ctx.set_forkserver_preload(preload)
+        _start_forkserver()
     return ctx
+
+
+def _start_forkserver() -> None:
+    """Start the fork server now (no-op when running), with our sys.path (see
+    letcc.runtime._forkserver_path)."""
+    from multiprocessing import forkserver
+
+    key = "LETCC_FORKSERVER_SYS_PATH"
+    old = os.environ.get(key)
+    os.environ[key] = os.pathsep.join(p for p in sys.path if isinstance(p, str))
+    try:
+        forkserver.ensure_running()
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
 
 
 class LocalBackend:
@@ -136,7 +170,7 @@ class LocalBackend:
         self._devices = list(devices)
         self._threads = threads_per_worker
         self._chunk_rows = chunk_rows
-        self._ctx = _context(start_method)
+        self._ctx = _context(start_method, model_factory)
         self._prefix = new_prefix()
         self._gen = 0
         self._inp: SlotArray | None = None
