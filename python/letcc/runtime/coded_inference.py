@@ -431,8 +431,9 @@ class CodedInference:
                if deadline is not None else "by the deadline",
                "all": "at all"}.get(decision.rule, "")
         parts = [f"round {r}: no worker answered {why}".rstrip()]
-        if waiter.failed or failed:
-            parts.append(f"failures: {dict(failed, **waiter.failed)}")
+        failures = {**failed, **waiter.failed}
+        if failures:
+            parts.append(f"failures: {failures}")
         return "; ".join(parts)
 
     def _await_any_ready(self) -> list[int]:

@@ -56,6 +56,7 @@ class _Resources:
     """Everything that must be released; shared with the finalizer (not the backend)."""
 
     handles: list
+    lifeline: object = None
     segments: list = field(default_factory=list)
     closed: bool = False
 
@@ -95,6 +96,8 @@ def _shutdown(res: _Resources, ctl, join_timeout: float = 2.0) -> None:
             h.process.close()
         except Exception:
             pass
+    if res.lifeline is not None:
+        res.lifeline.close()
     for seg in res.segments:
         seg.close()
     res.segments.clear()
@@ -176,7 +179,9 @@ class LocalBackend:
         self._inp: SlotArray | None = None
         self._out: SlotArray | None = None
         self._queued: list[Event] = []
-        self._res = _Resources(handles=[None] * self.n)
+        # lifeline: workers watch the read end; EOF = this process died (see worker_main)
+        self._lifeline_r, lifeline_w = self._ctx.Pipe(duplex=False)
+        self._res = _Resources(handles=[None] * self.n, lifeline=lifeline_w)
         self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (self.n,), np.int64)
         self._ctl_view = self._ctl.view(1).reshape(-1)
         self._ctl_view[:] = -1
@@ -195,7 +200,7 @@ class LocalBackend:
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(
             target=worker_main, name=f"letcc-worker-{j}", daemon=True,
-            args=(j, child, self._ctl.spec, self._factory, self._devices[j], self._threads))
+            args=(j, child, self._lifeline_r, self._ctl.spec, self._factory, self._devices[j], self._threads))
         proc.start()
         child.close()
         old = self._res.handles[j]

@@ -191,23 +191,26 @@ class _Worker:
         self.ctl = None
 
 
-def _exit_when_orphaned(parent_pid: int, period: float = 0.5) -> None:
-    """Daemon thread: if the master dies (SIGKILL, crash) while this worker is stuck
-    in a model call, nobody reads our pipe's EOF; leave when re-parented."""
-    while True:
-        time.sleep(period)
-        if os.getppid() != parent_pid:
-            os._exit(3)
+def _exit_when_master_dies(lifeline) -> None:
+    """Daemon thread: the master holds the only write end of `lifeline` and never
+    writes; EOF means it is gone (SIGKILL, crash). A worker stuck in a model call
+    would never read the EOF of its task pipe, and its parent (the fork server)
+    stays alive as long as any worker does, so neither can tell us."""
+    try:
+        lifeline.poll(None)
+    except (OSError, EOFError):
+        pass
+    os._exit(3)
 
 
-def worker_main(rank: int, conn, ctl_spec, model_factory, device: str, threads: int | None) -> None:
+def worker_main(rank: int, conn, lifeline, ctl_spec, model_factory, device: str, threads: int | None) -> None:
     """Process entry point: build the model, say ready, serve tasks until stop/EOF."""
     global _RANK
     # Ctrl-C goes to the whole process group: the master handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _RANK = rank
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True,
-                     name="letcc-orphan-watch").start()
+    threading.Thread(target=_exit_when_master_dies, args=(lifeline,), daemon=True,
+                     name="letcc-lifeline").start()
     os.environ["LETCC_WORKER_RANK"] = str(rank)
     try:
         _limit_threads(threads)

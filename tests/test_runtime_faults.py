@@ -1,0 +1,381 @@
+"""letcc runtime, local backend, when things go wrong: workers killed mid-round,
+raising, hanging, returning the wrong shape; stale answers of cancelled rounds;
+cancellation of late workers; 200 rounds with random kills; Ctrl-C and a killed
+master leave no process or shared-memory segment behind.
+
+Faults are scripted through files in a per-test directory that the model of
+each worker checks on every call (worker rank from letcc.runtime.worker_rank):
+the test decides exactly which worker misbehaves in which round, so nothing
+depends on timing.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import letcc
+from letcc.runtime.coded_inference import CodedInference
+from letcc.runtime.shm_slots import SHM_PREFIX
+from letcc.runtime.worker_main import worker_rank
+from letcc.stragglers import FixedCount
+
+D, M = 6, 3            # model input / output sizes
+
+
+class Scripted:
+    """tanh(x @ W + c), misbehaving on worker `rank` while the file <action><rank> exists:
+
+    kill    delete the file, SIGKILL itself (a crash in the middle of a round)
+    raise   raise ValueError
+    hang    block until the file is removed (checked per call: per chunk)
+    block   copy the input, block until the file is removed, answer for the copy
+    release delete the file and every block* file (lets another worker go on)
+    shape   return one column too many
+    log     append one line per call to calls<rank>.txt
+    """
+
+    def __init__(self, script_dir: str, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        self.W = rng.standard_normal((D, M)) / np.sqrt(D)
+        self.c = rng.standard_normal(M)
+        self.dir = script_dir
+
+    def f(self, x):
+        return np.tanh(x.reshape(x.shape[0], -1) @ self.W.astype(x.dtype) + self.c.astype(x.dtype))
+
+    def _wait_gone(self, name):
+        while os.path.exists(os.path.join(self.dir, name)):
+            time.sleep(0.005)
+
+    def __call__(self, x):
+        rank = worker_rank()
+        names = set(os.listdir(self.dir))
+        if f"log{rank}" in names:
+            with open(os.path.join(self.dir, f"calls{rank}.txt"), "a") as fh:
+                fh.write(" ".join(f"{v:.17g}" for v in x.reshape(x.shape[0], -1)[:, 0]) + "\n")
+        if f"release{rank}" in names:
+            for n in names:
+                if n.startswith("block") or n == f"release{rank}":
+                    os.unlink(os.path.join(self.dir, n))
+        if f"kill{rank}" in names:
+            os.unlink(os.path.join(self.dir, f"kill{rank}"))
+            os.kill(os.getpid(), signal.SIGKILL)
+        if f"raise{rank}" in names:
+            raise ValueError(f"boom from the model on worker {rank}")
+        if f"hang{rank}" in names:
+            self._wait_gone(f"hang{rank}")
+        if f"block{rank}" in names:
+            x = x.copy()
+            self._wait_gone(f"block{rank}")
+        y = self.f(x)
+        if f"shape{rank}" in names:
+            y = np.concatenate([y, y[:, :1]], axis=1)
+        return y
+
+
+def scripted(script_dir, seed=0):
+    return Scripted(str(script_dir), seed)
+
+
+def reference(code, f, X, answered):
+    K = code.K
+    B = X.shape[0] // K
+    groups = np.ascontiguousarray(X.reshape((B, K) + X.shape[1:]).swapaxes(0, 1))
+    coded = np.asarray(code.encode(groups))
+    Y = np.stack([f(coded[j]) for j in range(code.N)])
+    avail = np.asarray(sorted(answered))
+    est = np.asarray(code.decode(Y[avail], avail))
+    return est.swapaxes(0, 1).reshape((B * K,) + est.shape[2:])
+
+
+def assert_exact_round(ci, code, X, out):
+    f = Scripted(".", 0).f          # the same weights, no scripted faults
+    np.testing.assert_allclose(out, reference(code, f, X, ci.last_round.answered), rtol=1e-11, atol=1e-11)
+
+
+def touch(path):
+    open(path, "w").close()
+
+
+def alive(pid) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[1][0] not in "ZX"
+    except FileNotFoundError:
+        return False
+
+
+def shm_segments(prefix):
+    return [n for n in os.listdir("/dev/shm") if n.startswith(prefix)] if os.path.isdir("/dev/shm") else []
+
+
+@pytest.fixture
+def script_dir(tmp_path):
+    d = tmp_path / "script"
+    d.mkdir()
+    return d
+
+
+# ---- single faults -----------------------------------------------------------
+
+def test_worker_killed_mid_round_is_an_erasure_and_comes_back(script_dir, rng):
+    code = letcc.LeTCC(3, 6)
+    with CodedInference(functools.partial(scripted, script_dir), code) as ci:
+        X = rng.standard_normal((3, D))
+        assert_exact_round(ci, code, X, ci(X))             # warm-up: output layout known
+        old = ci.worker_pids()
+        touch(script_dir / "kill2")
+        with pytest.warns(RuntimeWarning, match=r"worker 2: .*exited with code -9 during round 2"):
+            out = ci(X)
+        info = ci.last_round
+        assert info.failed == {2: "died"} and sorted(info.answered) == [0, 1, 3, 4, 5]
+        assert info.replaced == (2,) and "-9" in info.errors[2]
+        assert_exact_round(ci, code, X, out)
+        ci.wait_ready()
+        new = ci.worker_pids()
+        assert new[2] != old[2] and new[:2] == old[:2] and not alive(old[2])
+        for _ in range(3):
+            X = rng.standard_normal((6, D))
+            out = ci(X)
+            assert sorted(ci.last_round.answered) == list(range(6)) and ci.last_round.failed == {}
+            assert_exact_round(ci, code, X, out)
+
+
+def test_worker_that_raises_is_erased_and_reported(script_dir, rng):
+    code = letcc.BACC(2, 5)
+    with CodedInference(functools.partial(scripted, script_dir), code) as ci:
+        pids = ci.worker_pids()
+        touch(script_dir / "raise3")
+        X = rng.standard_normal((2, D))
+        with pytest.warns(RuntimeWarning, match=r"worker 3: ValueError: boom from the model on worker 3"):
+            out = ci(X)
+        info = ci.last_round
+        assert info.failed == {3: "raised"} and 3 not in info.answered and info.replaced == ()
+        assert "Traceback" in info.errors[3] and "boom from the model on worker 3" in info.errors[3]
+        assert_exact_round(ci, code, X, out)
+        os.unlink(script_dir / "raise3")
+        out = ci(X)
+        assert ci.worker_pids() == pids and sorted(ci.last_round.answered) == list(range(5))
+        assert_exact_round(ci, code, X, out)
+
+
+def test_hanging_worker_is_killed_after_the_hang_limit_and_replaced(script_dir, rng):
+    code = letcc.LeTCC(2, 4)
+    with CodedInference(functools.partial(scripted, script_dir), code, hang_timeout=1.0) as ci:
+        X = rng.standard_normal((2, D))
+        ci(X)
+        old = ci.worker_pids()
+        touch(script_dir / "hang1")
+        with pytest.warns(RuntimeWarning, match=r"worker 1: no answer within hang_timeout = 1 s"):
+            out = ci(X)
+        info = ci.last_round
+        assert info.failed == {1: "hung"} and info.replaced == (1,) and not alive(old[1])
+        assert_exact_round(ci, code, X, out)
+        os.unlink(script_dir / "hang1")
+        ci.wait_ready()
+        out = ci(X)
+        assert sorted(ci.last_round.answered) == [0, 1, 2, 3]
+        assert_exact_round(ci, code, X, out)
+
+
+def test_every_worker_hanging_raises_timeout(script_dir, rng):
+    code = letcc.LeTCC(2, 3)
+    with CodedInference(functools.partial(scripted, script_dir), code, hang_timeout=0.5) as ci:
+        X = rng.standard_normal((2, D))
+        ci(X)
+        for j in range(3):
+            touch(script_dir / f"hang{j}")
+        with pytest.warns(RuntimeWarning, match="hang_timeout"):
+            with pytest.raises(TimeoutError, match=r"round 2: no worker answered at all; failures: .*hung"):
+                ci(X)
+        assert ci.last_round.answered == () and set(ci.last_round.failed.values()) == {"hung"}
+        for j in range(3):
+            os.unlink(script_dir / f"hang{j}")
+        ci.wait_ready()
+        assert_exact_round(ci, code, X, ci(X))
+
+
+def test_output_shape_differing_between_workers_is_a_clear_error(script_dir, rng):
+    code = letcc.LeTCC(2, 4)
+    with CodedInference(functools.partial(scripted, script_dir), code) as ci:
+        touch(script_dir / "shape2")
+        X = rng.standard_normal((2, D))
+        with pytest.raises(ValueError, match=r"worker 2 returned an output of shape \(1, 4\) float64 for a batch "
+                                             r"of 1 inputs, but worker 0's output for one input was \(3,\)"):
+            ci(X)
+        os.unlink(script_dir / "shape2")
+        X = rng.standard_normal((4, D))
+        out = ci(X)                      # the runtime is still usable; old answers are stale
+        assert sorted(ci.last_round.answered) == [0, 1, 2, 3]
+        assert_exact_round(ci, code, X, out)
+
+
+def test_model_factory_failing_to_build_is_reported_at_start(script_dir):
+    with pytest.raises(RuntimeError, match=r"worker \d failed to start: model_factory\(\) raised"):
+        CodedInference(functools.partial(scripted, script_dir / "missing", "not a seed"), letcc.LeTCC(1, 2))
+
+
+# ---- cancellation and stale answers ---------------------------------------------
+
+def test_late_worker_abandons_a_cancelled_round_between_chunks(script_dir, rng):
+    N = 5
+    code = letcc.LeTCC(2, N)
+    model = FixedCount(1, worst_case=True)
+    late = int(model.sample(N, np.random.default_rng(0)).stragglers[0])
+    with CodedInference(functools.partial(scripted, script_dir), code, stragglers=model, chunk_rows=1) as ci:
+        ci(rng.standard_normal((2, D)))                       # warm-up (probe)
+        touch(script_dir / f"log{late}")
+        touch(script_dir / f"hang{late}")                     # its first chunk blocks
+        X = rng.standard_normal((8, D))                       # B = 4 rows per worker
+        out = ci(X)
+        assert late not in ci.last_round.answered
+        assert_exact_round(ci, code, X, out)
+        os.unlink(script_dir / f"hang{late}")                 # round over: its chunk returns
+        ci.stragglers = None
+        X2 = rng.standard_normal((8, D))
+        out = ci(X2)                                          # it must answer this one
+        assert sorted(ci.last_round.answered) == list(range(N))
+        assert ci.last_round.stale >= 1                       # its "cancelled" for the old round
+        assert_exact_round(ci, code, X2, out)
+    calls = (script_dir / f"calls{late}.txt").read_text().splitlines()
+    assert len(calls) == 1 + 4                                # 1 chunk of the cancelled round, 4 of the next
+
+
+def test_stale_answer_of_a_cancelled_round_never_reaches_the_next(script_dir, rng):
+    N = 6
+    code = letcc.LeTCC(3, N)
+    model = FixedCount(1, worst_case=True)
+    late = int(model.sample(N, np.random.default_rng(0)).stragglers[0])
+    other = (late + 1) % N
+    with CodedInference(functools.partial(scripted, script_dir), code, stragglers=model) as ci:
+        ci(rng.standard_normal((3, D)))
+        touch(script_dir / f"block{late}")     # holds round 2's input, answers it late
+        X1 = rng.standard_normal((3, D))
+        out1 = ci(X1)
+        assert late not in ci.last_round.answered
+        assert_exact_round(ci, code, X1, out1)
+        # round 3: once `other` computes it (round 3 dispatched), `late` is released and
+        # answers round 2 with f(round 2 input) into its slot, then computes round 3
+        touch(script_dir / f"release{other}")
+        ci.stragglers = None
+        X2 = rng.standard_normal((3, D))
+        out2 = ci(X2)
+        info = ci.last_round
+        assert sorted(info.answered) == list(range(N)) and info.stale >= 1
+        assert_exact_round(ci, code, X2, out2)
+
+
+# ---- many rounds, random kills, nothing left behind --------------------------------
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_200_rounds_with_random_kills_all_decode_and_leave_nothing(script_dir, rng):
+    N = 6
+    code = letcc.LeTCC(3, N)
+    ci = CodedInference(functools.partial(scripted, script_dir), code, stragglers=FixedCount(1),
+                        seed=int(rng.integers(1 << 30)))
+    prefix = ci.backend.shm_prefix
+    seen = set()
+    deaths = 0
+    try:
+        assert len(shm_segments(prefix)) >= 1
+        for _ in range(200):
+            seen.update(p for p in ci.worker_pids() if p is not None)
+            ready = ci.ready_workers()
+            u = rng.random()
+            if len(ready) >= 4 and u < 0.1:                      # dies in the middle of the round
+                touch(script_dir / f"kill{rng.choice(ready)}")
+            elif len(ready) >= 4 and u < 0.15:                   # killed from outside between rounds
+                os.kill(ci.worker_pids()[rng.choice(ready)], signal.SIGKILL)
+            X = rng.standard_normal((3 * int(rng.integers(1, 3)), D))
+            out = ci(X)
+            info = ci.last_round
+            assert len(info.answered) >= 1
+            assert_exact_round(ci, code, X, out)
+            deaths += sum(1 for r in info.failed.values() if r == "died")
+        assert deaths >= 10
+        ci.wait_ready()
+        X = rng.standard_normal((3, D))
+        ci.stragglers = None
+        assert_exact_round(ci, code, X, ci(X))
+        assert sorted(ci.last_round.answered) == list(range(N))
+        seen.update(ci.worker_pids())
+    finally:
+        ci.close()
+    assert not [p for p in seen if alive(p)]
+    assert shm_segments(prefix) == []
+
+
+# ---- Ctrl-C and a killed master ----------------------------------------------------
+
+_SCRIPT = """
+import functools, json, os, sys
+sys.path.insert(0, {tests!r})
+from test_runtime_faults import scripted, D
+import numpy as np
+import letcc
+from letcc.runtime.coded_inference import CodedInference
+
+if __name__ == "__main__":
+    script_dir = {script_dir!r}
+    with CodedInference(functools.partial(scripted, script_dir), letcc.LeTCC(2, 3)) as ci:
+        X = np.ones((2, D))
+        ci(X)
+        for j in range(3):
+            open(os.path.join(script_dir, "hang%d" % j), "w").close()
+        print(json.dumps(dict(pids=ci.worker_pids(), prefix=ci.backend.shm_prefix)), flush=True)
+        ci(X)                                       # every worker hangs: blocks here
+"""
+
+
+def _run_blocking_master(script_dir, tmp_path):
+    path = tmp_path / "master.py"
+    path.write_text(textwrap.dedent(_SCRIPT.format(tests=os.path.dirname(__file__), script_dir=str(script_dir))))
+    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait(30)
+        raise AssertionError(f"master script failed:\n{proc.stderr.read()}")
+    return proc, json.loads(line)
+
+
+def _wait_until(cond, timeout=60.0):
+    end = time.monotonic() + timeout
+    while not cond() and time.monotonic() < end:
+        time.sleep(0.05)
+    return cond()
+
+
+def test_ctrl_c_in_the_master_stops_workers_and_unlinks_shared_memory(script_dir, tmp_path):
+    proc, state = _run_blocking_master(script_dir, tmp_path)
+    assert all(alive(p) for p in state["pids"]) and shm_segments(state["prefix"])
+    os.killpg(proc.pid, signal.SIGINT)          # Ctrl-C reaches the whole process group
+    proc.wait(60)
+    err = proc.stderr.read()
+    assert "KeyboardInterrupt" in err
+    assert not [p for p in state["pids"] if alive(p)]
+    assert shm_segments(state["prefix"]) == []
+    assert "leaked shared_memory" not in err
+
+
+def test_killed_master_leaves_no_worker_or_segment_behind(script_dir, tmp_path):
+    proc, state = _run_blocking_master(script_dir, tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(60)
+    # workers stuck in the model notice the orphaning; the resource tracker unlinks
+    assert _wait_until(lambda: not [p for p in state["pids"] if alive(p)])
+    assert _wait_until(lambda: shm_segments(state["prefix"]) == [])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        proc.stderr.close()
+        proc.stdout.close()
