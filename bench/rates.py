@@ -1,0 +1,336 @@
+"""Convergence-rate study: MSE of LeTCC and BACC against the number of workers N.
+
+For K fixed and N from 2K to 32K, on smooth test functions (1-D x*sin(x) and
+a fixed random tanh MLP R^4 -> R^3), both schemes see the same inputs, the same
+straggler sets and (noisy regime) the same noise. Regimes:
+
+  1. noiseless, S fixed stragglers chosen at random per round;
+  2. noisy: Gaussian noise of standard deviation sigma on every worker output, S fixed;
+  3. each worker straggles independently with probability p (noiseless).
+
+LeTCC is run with its default lam policy ('auto'), lam = 0 (interpolation), a
+fixed lam_dec = 1e-5 (the value the issue reports to stall), GCV per decode
+(lam_dec=None) and lam_dec tuned per N by letcc.tune on separate calibration
+rounds and straggler draws. The log-log slope of MSE against N is fitted over
+all N and over N >= 64 (the asymptotic part).
+
+`--defaults` adds the measurement behind the default constants: softmax
+outputs of a LeNet-5 trained (1 epoch, a few minutes on 2 cores) on the
+Fashion-MNIST files of Debian's dataset-fashion-mnist, K = 8..20, N = 2K..3K,
+S = 0..N/2, LeTCC / BACC MSE ratios for several c_dec and lam_enc.
+
+Run (BLAS variables unset, as for every benchmark here):
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/rates.py [--defaults]
+Writes bench/results/rates.md and bench/results/rates.png.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import letcc
+from letcc.codes import BACC, GapScaledLam, LeTCC
+from letcc.codes.simulate import as_batches, exact_outputs, round_errors, worker_outputs
+from letcc.stragglers import Bernoulli, FixedCount
+
+RESULTS = Path(__file__).resolve().parent / "results"
+K = 8
+NS = [16, 24, 32, 48, 64, 96, 128, 192, 256]
+ROUNDS = 12          # rounds of K inputs per (function, N)
+DRAWS = 25           # straggler sets per round (the same for every scheme)
+S_FIXED = 2
+SIGMA = 1e-2
+P_LATE = 0.2
+TUNE_GRID = np.concatenate(([0.0], np.logspace(-14, 0, 15)))
+
+
+# ---- test functions -------------------------------------------------------
+
+def x_sin_x(X):
+    return X * np.sin(X)
+
+
+_mlp_rng = np.random.default_rng(12345)
+_W1 = _mlp_rng.standard_normal((4, 16)) / 2.0
+_b1 = _mlp_rng.standard_normal(16) / 2.0
+_W2 = _mlp_rng.standard_normal((16, 3)) / 4.0
+
+
+def tanh_mlp(X):
+    return np.tanh(np.tanh(X @ _W1 + _b1) @ _W2)
+
+
+FUNCTIONS = {
+    "x*sin(x)": (x_sin_x, lambda rng, n: rng.uniform(-3.0, 3.0, size=n)),
+    "tanh MLP 4-16-3": (tanh_mlp, lambda rng, n: rng.standard_normal((n, 4))),
+}
+
+REGIMES = {
+    f"noiseless, S = {S_FIXED}": (FixedCount(S_FIXED), 0.0),
+    f"noisy sigma = {SIGMA:g}, S = {S_FIXED}": (FixedCount(S_FIXED), SIGMA),
+    f"Bernoulli p = {P_LATE:g}": (Bernoulli(P_LATE), 0.0),
+}
+
+SCHEMES = ["BACC", "LeTCC default", "LeTCC lam=0", "LeTCC GCV", "LeTCC lam_dec=1e-5", "LeTCC tuned"]
+
+
+def nonempty_sets(model, N, n, seed):
+    rng = np.random.default_rng(seed)
+    sets = []
+    while len(sets) < n:
+        a = model.sample(N, rng).available
+        if a.size:
+            sets.append(a)
+    return sets
+
+
+def study(fname, regime, seed):
+    f, draw_inputs = FUNCTIONS[fname]
+    model, sigma = REGIMES[regime]
+    rng = np.random.default_rng(seed)
+    batches = as_batches(draw_inputs(rng, ROUNDS * K), K)
+    calib = draw_inputs(rng, 8 * K)
+    exact = exact_outputs(f, batches)
+    mse = {s: [] for s in SCHEMES}
+    tuned_lams, default_lams = [], []
+    for N in NS:
+        sets = nonempty_sets(model, N, DRAWS, seed=[seed, N])
+        noise_seed = seed * 1000 + N
+        tuned = letcc.tune(f, calib, K, N, stragglers=model, lam_enc_grid=[0.0], lam_dec_grid=TUNE_GRID,
+                           n_draws=10, seed=seed + 7 * N, noise_sigma=sigma)
+        codes = {
+            "BACC": BACC(K, N),
+            "LeTCC default": LeTCC(K, N),
+            "LeTCC lam=0": LeTCC(K, N, lam_enc=0.0, lam_dec=0.0),
+            "LeTCC GCV": LeTCC(K, N, lam_enc=0.0, lam_dec=None),
+            "LeTCC lam_dec=1e-5": LeTCC(K, N, lam_enc=0.0, lam_dec=1e-5),
+            "LeTCC tuned": LeTCC(K, N, lam_enc=tuned.lam_enc, lam_dec=tuned.lam_dec),
+        }
+        assert codes["LeTCC default"].lam_enc == 0.0  # all LeTCC variants share one encoder
+        out_bacc = worker_outputs(codes["BACC"], f, batches)
+        out_letcc = worker_outputs(codes["LeTCC lam=0"], f, batches)
+        for name, code in codes.items():
+            out = out_bacc if name == "BACC" else out_letcc
+            mse[name].append(float(round_errors(code, out, exact, sets, sigma, noise_seed).mean()))
+        tuned_lams.append(tuned.lam_dec)
+        default_lams.append(np.median([GapScaledLam().lam_dec(np.sort(codes["BACC"].beta[s]), N, K) for s in sets]))
+    return {k: np.array(v) for k, v in mse.items()}, np.array(tuned_lams), np.array(default_lams)
+
+
+def slope(ns, values, n_min=0):
+    ns = np.asarray(ns, dtype=float)
+    sel = (ns >= n_min) & (values > 0)
+    return float(np.polyfit(np.log(ns[sel]), np.log(values[sel]), 1)[0])
+
+
+# ---- the defaults study (optional) ---------------------------------------
+
+def defaults_study(lines):
+    import gzip
+
+    import torch
+    import torch.nn as nn
+
+    torch.set_num_threads(2)
+    root = Path("/usr/share/datasets/fashion-mnist")
+    if not root.exists():
+        lines.append("\n(defaults study skipped: /usr/share/datasets/fashion-mnist not installed)\n")
+        return
+
+    def load(kind):
+        with gzip.open(root / f"{kind}-images-idx3-ubyte.gz") as fh:
+            X = np.frombuffer(fh.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
+        with gzip.open(root / f"{kind}-labels-idx1-ubyte.gz") as fh:
+            y = np.frombuffer(fh.read(), np.uint8, offset=8)
+        return (X.astype(np.float32) / 255.0 - 0.286) / 0.353, y.astype(np.int64)
+
+    t0 = time.time()
+    Xtr, ytr = load("train")
+    Xte, yte = load("t10k")
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
+                        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+                        nn.Linear(84, 10))
+    opt = torch.optim.Adam(net.parameters(), 1e-3)
+    perm = np.random.default_rng(0).permutation(len(Xtr))[:30000]
+    for i in range(0, perm.size, 128):
+        idx = perm[i:i + 128]
+        loss = nn.functional.cross_entropy(net(torch.from_numpy(Xtr[idx])), torch.from_numpy(ytr[idx]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    net.eval()
+
+    def f(X):
+        with torch.no_grad():
+            return torch.softmax(net(torch.as_tensor(X, dtype=torch.float32)), 1).numpy()
+
+    acc = float((f(Xte[:2000]).argmax(1) == yte[:2000]).mean())
+    train_s = time.time() - t0
+    cs = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2]
+    lines += [
+        "\n## Choosing the defaults (LeNet-5 softmax, Fashion-MNIST)\n",
+        f"LeNet-5 trained 1 epoch on 30000 Fashion-MNIST images ({train_s:.0f} s), test accuracy {acc:.3f}. "
+        "Test images, 25 rounds of K, 6 random straggler sets per S (the same for every scheme). "
+        "Entries: LeTCC MSE / BACC MSE (below 1: LeTCC wins); `c` columns use lam_dec = c * (largest answering "
+        "gap)^3 with lam_enc = 0; `enc 1e-5` is c = 3e-4 with lam_enc = 1e-5.\n",
+        "| K | N | S | BACC MSE | lam=0 | " + " | ".join(f"c={c:g}" for c in cs)
+        + " | lam_dec=1e-5 | GCV | enc 1e-5 |",
+        "|---|---|---|---|---|" + "---|" * len(cs) + "---|---|---|",
+    ]
+    for Kd, Nd in [(8, 16), (12, 24), (12, 36), (20, 40)]:
+        batches = as_batches(Xte[: 25 * Kd], Kd)
+        exact = exact_outputs(f, batches)
+        bacc = BACC(Kd, Nd)
+        out_b = worker_outputs(bacc, f, batches)
+        out_0 = worker_outputs(LeTCC(Kd, Nd, lam_enc=0.0), f, batches)
+        out_e = worker_outputs(LeTCC(Kd, Nd, lam_enc=1e-5), f, batches)
+        for S in range(0, Nd // 2 + 1, max(1, Nd // 8)):
+            sets = [d.available for d in FixedCount(S).draws(Nd, 6, seed=[Kd, Nd, S])]
+            rb = round_errors(bacc, out_b, exact, sets).mean()
+
+            def ratio(code, out):
+                return round_errors(code, out, exact, sets).mean() / rb
+
+            row = [ratio(LeTCC(Kd, Nd, lam_enc=0.0, lam_dec=0.0), out_0)]
+            row += [ratio(LeTCC(Kd, Nd, lam_enc=0.0, lam_dec=GapScaledLam(c_dec=c)), out_0) for c in cs]
+            row += [ratio(LeTCC(Kd, Nd, lam_enc=0.0, lam_dec=1e-5), out_0),
+                    ratio(LeTCC(Kd, Nd, lam_enc=0.0, lam_dec=None), out_0),
+                    ratio(LeTCC(Kd, Nd, lam_enc=1e-5, lam_dec=GapScaledLam()), out_e)]
+            best = int(np.argmin(row))
+            cells = [f"**{v:.2f}**" if i == best else f"{v:.2f}" for i, v in enumerate(row)]
+            lines.append(f"| {Kd} | {Nd} | {S} | {rb:.2e} | " + " | ".join(cells) + " |")
+            print(lines[-1], flush=True)
+    lines.append(f"\n(defaults study: {time.time() - t0:.0f} s including training)\n")
+
+
+# ---- report ---------------------------------------------------------------
+
+def blas_info() -> str:
+    try:
+        from threadpoolctl import threadpool_info
+
+        infos = [f"{i.get('internal_api')} {i.get('version')} ({i.get('architecture')}, {i.get('num_threads')} threads)"
+                 for i in threadpool_info() if i.get("user_api") == "blas"]
+        return "; ".join(infos) or "no BLAS found by threadpoolctl"
+    except ImportError:
+        return "threadpoolctl not installed"
+
+
+def plot(all_results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fnames = list(FUNCTIONS)
+    regimes = list(REGIMES)
+    fig, axes = plt.subplots(len(fnames), len(regimes), figsize=(5 * len(regimes), 4 * len(fnames)), squeeze=False)
+    styles = {"BACC": ("k", "o"), "LeTCC default": ("C0", "s"), "LeTCC lam=0": ("C1", "^"),
+              "LeTCC GCV": ("C2", "v"), "LeTCC lam_dec=1e-5": ("C3", "x"), "LeTCC tuned": ("C4", "d")}
+    ns = np.array(NS, dtype=float)
+    for r, fname in enumerate(fnames):
+        for c, regime in enumerate(regimes):
+            ax = axes[r, c]
+            mse = all_results[(fname, regime)][0]
+            for name in SCHEMES:
+                col, mk = styles[name]
+                ax.loglog(ns, mse[name], color=col, marker=mk, ms=4, lw=1.2, label=name)
+            ref_exp = -0.6 if "noisy" in regime else -3.0
+            ref = mse["LeTCC tuned"][0] * (ns / ns[0]) ** ref_exp
+            ax.loglog(ns, ref, "k:", lw=1, label=f"theory N^{ref_exp:g}")
+            ax.set_title(f"{fname}, {regime}", fontsize=9)
+            ax.set_xlabel("N (workers)")
+            ax.set_ylabel("MSE")
+            ax.grid(True, which="both", alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle(f"MSE against N, K = {K}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--defaults", action="store_true", help="also run the LeNet-5 study behind the default constants")
+    ap.add_argument("--out", default=str(RESULTS), help="directory for rates.md and rates.png")
+    args = ap.parse_args(argv)
+    letcc.set_num_threads(1)  # tiny decodes: threads only add overhead
+    t0 = time.time()
+    print(f"BLAS: {blas_info()}", flush=True)
+    all_results = {}
+    for i, fname in enumerate(FUNCTIONS):
+        for j, regime in enumerate(REGIMES):
+            all_results[(fname, regime)] = study(fname, regime, seed=100 * i + j + 1)
+            print(f"done {fname} / {regime} ({time.time() - t0:.0f} s)", flush=True)
+    study_s = time.time() - t0
+
+    lines = [
+        "# Convergence rates: LeTCC against BACC\n",
+        f"Generated by `bench/rates.py{' --defaults' if args.defaults else ''}` "
+        f"(`env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE`); BLAS: {blas_info()}; "
+        f"rate study {study_s:.0f} s.\n",
+        f"K = {K}, N = {NS[0]} .. {NS[-1]}; {ROUNDS} rounds of K inputs x {DRAWS} straggler sets per N, identical for "
+        "every scheme (and identical noise in the noisy regime). MSE = mean over rounds and sets of "
+        "(1/K) sum_k ||f(x_k) - f^(x_k)||^2. Inputs: x ~ U(-3, 3) for x*sin(x), x ~ N(0, I_4) for the MLP "
+        "(tanh(tanh(x W1 + b1) W2), fixed random weights). Default nodes (Chebyshev first / second kind).\n",
+        "Schemes: `default` = LeTCC(K, N) (lam_enc = 0, lam_dec = 3e-4 * (largest answering gap)^3); "
+        "`lam=0` interpolating splines; `GCV` lam_dec chosen per decode; `lam_dec=1e-5` fixed; "
+        "`tuned` = letcc.tune per N (lam_enc = 0, lam_dec on a 0 + 1e-14..1 grid) on separate calibration rounds "
+        "and straggler draws.\n",
+        "![rates](rates.png)\n",
+        "## Slopes of log MSE against log N\n",
+        "| function | regime | " + " | ".join(SCHEMES) + " |",
+        "|---|---|" + "---|" * len(SCHEMES),
+    ]
+    for (fname, regime), (mse, _, _) in all_results.items():
+        cells = [f"{slope(NS, mse[s]):.2f} / {slope(NS, mse[s], 64):.2f}" for s in SCHEMES]
+        lines.append(f"| {fname} | {regime} | " + " | ".join(cells) + " |")
+    lines.append("\nEach cell: slope fitted over all N / over N >= 64.\n")
+
+    lines.append("## Does LeTCC beat BACC at every N?\n")
+    lines.append("| function | regime | " + " | ".join(SCHEMES[1:]) + " |")
+    lines.append("|---|---|" + "---|" * (len(SCHEMES) - 1))
+    for (fname, regime), (mse, _, _) in all_results.items():
+        cells = []
+        for s in SCHEMES[1:]:
+            lose = [n for n, a, b in zip(NS, mse[s], mse["BACC"]) if not a < b]
+            cells.append("yes" if not lose else "no: N = " + ", ".join(map(str, lose)))
+        lines.append(f"| {fname} | {regime} | " + " | ".join(cells) + " |")
+
+    lines.append("\n## MSE tables\n")
+    for (fname, regime), (mse, tuned_lams, default_lams) in all_results.items():
+        lines.append(f"### {fname}, {regime}\n")
+        lines.append("| N | " + " | ".join(SCHEMES) + " | tuned lam_dec | default lam_dec (median) |")
+        lines.append("|---|" + "---|" * (len(SCHEMES) + 2))
+        for k, N in enumerate(NS):
+            lines.append(f"| {N} | " + " | ".join(f"{mse[s][k]:.3e}" for s in SCHEMES)
+                         + f" | {tuned_lams[k]:.0e} | {default_lams[k]:.1e} |")
+        lines.append("")
+
+    lines += ANALYSIS.splitlines()
+    if args.defaults:
+        defaults_study(lines)
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    plot(all_results, out / "rates.png")
+    (out / "rates.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"wrote {out / 'rates.md'} and {out / 'rates.png'} in {time.time() - t0:.0f} s")
+
+
+ANALYSIS = """
+## Reading the slopes
+
+(Written from the measurements above; rerun and check before trusting.)
+
+TODO
+"""
+
+if __name__ == "__main__":
+    sys.exit(main())
