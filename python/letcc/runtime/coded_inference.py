@@ -83,6 +83,14 @@ def _check_stragglers(model) -> None:
             raise TypeError(f"stragglers must be a letcc.stragglers model; {type(model).__name__} has no {attr}()")
 
 
+def _death(ev) -> str:
+    """Text for a 'died' event: (exit code, pid[, detail])."""
+    code, pid = ev.payload[0], ev.payload[1]
+    if len(ev.payload) > 2:
+        return f"worker {pid} died ({ev.payload[2]})"
+    return f"worker process {pid} exited with code {code}"
+
+
 class CodedInference:
     """Serve ``model_factory()`` on N workers through ``code``; ``ci(X)`` runs one round.
 
@@ -162,7 +170,6 @@ class CodedInference:
         self._outstanding: dict[int, list] = {j: [] for j in range(self.N)}
         self._carry_errors: dict[int, str] = {}
         self._carry_stale = 0
-        self._out_ref = None           # (worker, shape, dtype) the output layout came from
         self.last_round: RoundInfo | None = None
         self._closed = False
         if backend == "local":
@@ -251,8 +258,7 @@ class CodedInference:
             self._carry_stale += 1
         elif ev.kind == "died":
             self._outstanding[ev.worker] = []
-            self._report(self._carry_errors, ev.worker, f"worker process {ev.payload[1]} exited "
-                         f"with code {ev.payload[0]} between rounds; it is being replaced")
+            self._report(self._carry_errors, ev.worker, f"{_death(ev)} between rounds; it is being replaced")
         elif ev.kind == "init_error":
             self._report(self._carry_errors, ev.worker, "replacement failed to build its model:\n" + ev.payload[0])
 
@@ -410,21 +416,19 @@ class CodedInference:
                 elif ev.kind == "died":
                     self._outstanding[j] = []
                     waiter.fail(j, "died")
-                    self._report(errors, j, f"worker process {ev.payload[1]} exited with code "
-                                 f"{ev.payload[0]} during round {r}; it is being replaced")
+                    self._report(errors, j, f"{_death(ev)} during round {r}; it is being replaced")
                 elif ev.kind == "init_error":
                     self._report(errors, j, "replacement failed to build its model:\n" + ev.payload[0])
 
     def _shape_message(self, j, payload, B) -> str:
         shape, dtype = tuple(payload[0]), np.dtype(payload[1])
-        spec = self._backend.output_spec()
-        ref = self._out_ref
-        expected = (payload[2] if len(payload) > 2 else B,) + tuple(spec.row_shape) if spec else "?"
-        where = f"worker {ref[0]}'s output for one input was {ref[1]} {np.dtype(ref[2])}" if ref else \
-            f"the expected output is {expected} {np.dtype(spec.dtype) if spec else ''}"
-        return (f"worker {j} returned an output of shape {shape} {dtype} for a batch of "
-                f"{expected[0] if isinstance(expected, tuple) else '?'} inputs, but {where}: "
-                "the model must return the same shape (batch, ...) on every worker and for every input")
+        rows = payload[2] if len(payload) > 2 else B
+        ref = self._backend.output_reference()
+        where = (f"worker {ref[0]}'s output for one input was {tuple(ref[1])} {np.dtype(ref[2])}"
+                 if ref else "the first answer had another shape")
+        return (f"worker {j} returned an output of shape {shape} {dtype} for a batch of {rows} inputs, "
+                f"but {where}: the model must return the same shape (batch, ...) on every worker "
+                "and for every input")
 
     def _nothing_message(self, r, decision, waiter, errors, failed, deadline) -> str:
         why = {"deadline": f"by the deadline of {deadline:g} s (virtual time after dispatch)"
@@ -480,8 +484,7 @@ class CodedInference:
                 if not shape or shape[0] != 1:
                     raise ValueError(f"the model returned shape {shape} for a batch of 1 input on worker {j}: "
                                      "it must return one output row per input row")
-                self._backend.set_output_layout(shape[1:], dtype)
-                self._out_ref = (j, shape[1:], dtype)
+                self._backend.set_output_layout(shape[1:], dtype, worker=j)
                 return
             errors[j] = reply.payload[0] if reply.kind == "error" else f"{reply.kind} {reply.payload}"
         detail = "\n".join(f"worker {j}: {e}" for j, e in errors.items())

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import functools
 import multiprocessing as mp
-import multiprocessing.connection as mpc
 import os
+import selectors
 import sys
 import time
 import weakref
@@ -177,8 +177,10 @@ class LocalBackend:
         self._prefix = new_prefix()
         self._gen = 0
         self._inp: SlotArray | None = None
+        self._out_ref = None
         self._out: SlotArray | None = None
         self._queued: list[Event] = []
+        self._sel = selectors.DefaultSelector()
         # lifeline: workers watch the read end; EOF = this process died (see worker_main)
         self._lifeline_r, lifeline_w = self._ctx.Pipe(duplex=False)
         self._res = _Resources(handles=[None] * self.n, lifeline=lifeline_w)
@@ -206,6 +208,8 @@ class LocalBackend:
         old = self._res.handles[j]
         self._res.handles[j] = _Handle(proc, parent, pid=proc.pid,
                                        failed_starts=old.failed_starts if old else 0)
+        self._sel.register(parent, selectors.EVENT_READ, (j, "conn"))
+        self._sel.register(proc.sentinel, selectors.EVENT_READ, (j, "sentinel"))
         if self._inp is not None:
             parent.send(("layout", self._inp.spec, self._out.spec if self._out else None))
 
@@ -257,6 +261,11 @@ class LocalBackend:
     def _mark_dead(self, j: int) -> None:
         h = self._res.handles[j]
         h.state = "dead"
+        for obj in (h.conn, h.process.sentinel):
+            try:
+                self._sel.unregister(obj)
+            except (KeyError, ValueError):
+                pass
         try:
             h.conn.close()
         except Exception:
@@ -281,7 +290,9 @@ class LocalBackend:
         self._inp = SlotArray(f"{self._prefix}i{self._gen}", self.n, cap, row_shape, dtype)
         self._res.segments.append(self._inp)
         self._out = None
-        if out_spec is not None:
+        if out_spec is None:
+            self._out_ref = None
+        else:
             self._out = SlotArray(f"{self._prefix}o{self._gen}", self.n, cap, out_spec.row_shape, out_spec.dtype)
             self._res.segments.append(self._out)
         self._broadcast_layout()
@@ -298,7 +309,12 @@ class LocalBackend:
                 except OSError:
                     pass
 
-    def set_output_layout(self, row_shape, dtype) -> None:
+    def output_reference(self):
+        """(worker, row shape, dtype) the output layout was learnt from, or None."""
+        return self._out_ref
+
+    def set_output_layout(self, row_shape, dtype, worker=None) -> None:
+        self._out_ref = (worker, tuple(row_shape), np.dtype(dtype).str)
         self._out = SlotArray(f"{self._prefix}o{self._gen}", self.n, self._inp.spec.rows_cap, row_shape, dtype)
         self._res.segments.append(self._out)
         self._broadcast_layout()
@@ -341,23 +357,23 @@ class LocalBackend:
         if self._queued:
             events, self._queued = self._queued, []
             return events
-        owners = {}
-        for j, h in enumerate(self._res.handles):
-            if h is not None and h.state != "dead":
-                owners[h.conn] = j
-                owners[h.process.sentinel] = j
-        if not owners:
+        if not self._sel.get_map():
             if timeout:
                 time.sleep(min(timeout, 0.05))
             return []
-        ready = mpc.wait(list(owners), None if timeout is None else max(0.0, timeout))
+        # a persistent epoll selector: multiprocessing.connection.wait would build and
+        # fill a new one on every call (~150 us for 16 workers, several times a round)
+        ready = self._sel.select(None if timeout is None else max(0.0, timeout))
         t = time.perf_counter()
         events: list[Event] = []
         dead = []
-        for obj in ready:
-            j = owners[obj]
+        for key, _ in ready:
+            j, what = key.data
             h = self._res.handles[j]
-            if obj is not h.conn or not self._drain(j, h, t, events):
+            if h.state == "dead":
+                continue
+            # level-triggered: one message per wake-up, the next select returns at once
+            if what == "sentinel" or not self._recv_one(j, h, t, events):
                 if j not in dead:
                     dead.append(j)
         for j in dead:                       # messages first: a last answer may precede death
@@ -376,22 +392,32 @@ class LocalBackend:
             events.append(Event("died", j, -1, (code, h.pid), t))
         return events
 
+    def _recv_one(self, j: int, h: _Handle, t: float, events: list) -> bool:
+        try:
+            self._event(j, h, h.conn.recv(), t, events)
+        except (EOFError, OSError):
+            return False
+        return True
+
+    def _event(self, j: int, h: _Handle, msg, t: float, events: list) -> None:
+        kind = msg[0]
+        if kind == "ready":
+            h.state, h.pid, h.failed_starts = "ready", msg[1], 0
+            events.append(Event("ready", j, -1, (msg[1],), t))
+        elif kind == "init_error":
+            events.append(Event("init_error", j, -1, (msg[1],), t))
+        else:
+            events.append(Event(kind, j, msg[1], tuple(msg[2:]), t))
+
     def _drain(self, j: int, h: _Handle, t: float, events: list) -> bool:
         """Read every pending message of worker j; False when its pipe is closed."""
         try:
             while h.conn.poll():
-                msg = h.conn.recv()
-                kind = msg[0]
-                if kind == "ready":
-                    h.state, h.pid, h.failed_starts = "ready", msg[1], 0
-                    events.append(Event("ready", j, -1, (msg[1],), t))
-                elif kind == "init_error":
-                    events.append(Event("init_error", j, -1, (msg[1],), t))
-                else:
-                    events.append(Event(kind, j, msg[1], tuple(msg[2:]), t))
+                self._event(j, h, h.conn.recv(), t, events)
         except (EOFError, OSError):
             return False                     # exiting: reported as died by the caller
         return True
 
     def close(self) -> None:
         self._finalizer()
+        self._sel.close()

@@ -27,6 +27,7 @@ master then uses delay 0 here (only infinite delays are excluded up front).
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -47,7 +48,11 @@ class RoundWaiter:
 
     Parameters
     ----------
-    code : object with can_decode(available) / is_complete(available)
+    code : object with can_decode(available) / is_complete(available), both
+        monotone (a superset of a decodable / complete set is one too; true of
+        every letcc code). They are called a handful of times per round, not per
+        answer: only on answer sets that grew, with memoisation, and is_complete
+        not at all when even every worker still in the race could not complete.
     dispatched : workers that were sent the round
     delays : (N,) float64 virtual delays applied on the master (0 where none)
     never : (N,) bool, workers whose answers never count (infinite delay)
@@ -66,6 +71,10 @@ class RoundWaiter:
         self.arrived: dict[int, float] = {}     # worker -> virtual time
         self.real: dict[int, float] = {}        # worker -> real elapsed time of its answer
         self.failed: dict[int, str] = {}        # worker -> reason
+        self._order: list = []                  # (virtual time, worker), ascending
+        self._memo: dict = {}
+        # is_complete is monotone: if all workers still in the race cannot complete, no subset can
+        self._may_complete = bool(self.pending) and bool(code.is_complete(sorted(self.pending)))
 
     def result(self, j: int, elapsed: float) -> bool:
         """Worker j answered `elapsed` s after dispatch; True when it counts."""
@@ -73,12 +82,17 @@ class RoundWaiter:
         if j not in self.pending:
             return False
         self.pending.discard(j)
-        self.arrived[j] = elapsed + float(self.delays[j])
+        v = elapsed + float(self.delays[j])
+        self.arrived[j] = v
+        bisect.insort(self._order, (v, j))
         return True
 
     def fail(self, j: int, reason: str) -> None:
         """Worker j will not answer this round (crashed, raised, hung)."""
         if j in self.pending or j not in self.arrived:
+            if j in self.pending and self._may_complete:
+                self.pending.discard(j)
+                self._may_complete = bool(self.code.is_complete(sorted(self.pending | set(self.arrived))))
             self.pending.discard(j)
             self.failed.setdefault(j, reason)
 
@@ -89,22 +103,52 @@ class RoundWaiter:
         """Earliest virtual time any pending answer can still have."""
         return elapsed + self._min_pending_delay()
 
+    def _holds(self, rule, workers) -> bool:
+        key = (rule, frozenset(workers))
+        hit = self._memo.get(key)
+        if hit is None:
+            fn = self.code.can_decode if rule == "count" else self.code.is_complete
+            hit = self._memo[key] = bool(fn(list(workers)))
+        return hit
+
+    def _first_prefix(self, rule, js, lo: int, hi: int):
+        """Smallest p in [lo, hi] with rule(js[:p]) (monotone in p), or None."""
+        if hi < lo or not self._holds(rule, js[:hi]):
+            return None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._holds(rule, js[:mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
     def decide(self, elapsed: float) -> Decision | None:
-        """The round's answering set if it is final at real elapsed time `elapsed`."""
+        """The round's answering set if it is final at real elapsed time `elapsed`.
+
+        Reads confirmed answers (virtual time <= horizon and <= deadline) in
+        virtual order; the first prefix that meets the count rule or is complete
+        ends the round (count first on a tie)."""
         horizon = self.horizon(elapsed)
-        answered = []
-        for v, j in sorted((v, j) for j, v in self.arrived.items()):
-            if v > horizon or v > self.deadline:
-                break
-            answered.append(j)
-            if self.count is not None and len(answered) >= self.count and self.code.can_decode(answered):
-                return Decision(tuple(answered), v, "count")
-            if self.code.is_complete(answered):
-                return Decision(tuple(answered), v, "complete")
+        limit = min(horizon, self.deadline)
+        n = bisect.bisect_right(self._order, (limit, math.inf))
+        js = [j for _, j in self._order[:n]]
+        best = None
+        if n and self.count is not None and n >= self.count:
+            p = self._first_prefix("count", js, self.count, n)
+            if p is not None:
+                best = (p, "count")
+        if n and self._may_complete:
+            p = self._first_prefix("complete", js, 1, n if best is None else best[0] - 1)
+            if p is not None:
+                best = (p, "complete")
+        if best is not None:
+            p, rule = best
+            return Decision(tuple(js[:p]), self._order[p - 1][0], rule)
         if horizon > self.deadline:
-            return Decision(tuple(answered), self.deadline, "deadline")
+            return Decision(tuple(js), self.deadline, "deadline")
         if not self.pending:
-            return Decision(tuple(answered), max((self.arrived[j] for j in answered), default=0.0), "all")
+            return Decision(tuple(js), self._order[n - 1][0] if n else 0.0, "all")
         return None
 
     def next_change(self, elapsed: float) -> float:

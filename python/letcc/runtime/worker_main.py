@@ -203,12 +203,25 @@ def _exit_when_master_dies(lifeline) -> None:
     os._exit(3)
 
 
+def _batch_scheduling() -> None:
+    """Linux SCHED_BATCH: a worker woken by the master's task message does not
+    preempt the master on its core (it runs once the master blocks or another
+    core is free). Without it, on a machine with fewer cores than workers, each
+    of the master's N task writes can cost a context switch."""
+    if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        except OSError:
+            pass
+
+
 def worker_main(rank: int, conn, lifeline, ctl_spec, model_factory, device: str, threads: int | None) -> None:
     """Process entry point: build the model, say ready, serve tasks until stop/EOF."""
     global _RANK
     # Ctrl-C goes to the whole process group: the master handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _RANK = rank
+    _batch_scheduling()
     threading.Thread(target=_exit_when_master_dies, args=(lifeline,), daemon=True,
                      name="letcc-lifeline").start()
     os.environ["LETCC_WORKER_RANK"] = str(rank)

@@ -1,0 +1,298 @@
+"""Ray backend: one actor per worker, for more than one machine (``letcc[ray]``).
+
+Each actor builds its model once (``num_gpus`` when its device is a GPU,
+fractional ``num_cpus`` otherwise). A round puts every worker's coded inputs in
+the object store and calls ``compute``; the master collects answers with
+``ray.wait`` and feeds them to the same waiting rule as the local backend.
+
+Cancellation: ``ray.cancel`` does not stop an actor call that is already queued
+or running, so each actor has a ``cancel(round)`` method in its own concurrency
+group ("control") that runs while ``compute`` is busy; ``compute`` checks the
+cancelled round before starting, between chunks and while sleeping.
+
+Crashes: actors are created with ``max_restarts=-1`` and ``max_task_retries=0``:
+a call to a dead actor fails (an erasure for that round), Ray restarts the
+actor (re-running the model factory), and a ``ready`` ping tells the master
+when it is back.
+
+Ray is imported lazily; ``ray.init()`` is called only if the caller has not
+connected yet (connect first to use a cluster).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+from collections import Counter
+
+import numpy as np
+
+from letcc.runtime.local_backend import Event
+
+__all__ = ["RayBackend"]
+
+_ACTOR_CLASS = None
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError as exc:            # pragma: no cover - depends on the environment
+        raise ImportError("backend='ray' needs Ray: pip install 'letcc[ray]'") from exc
+    return ray
+
+
+class _RayWorker:
+    """The actor (decorated with ray.remote lazily, see _actor_class)."""
+
+    def __init__(self, rank, model_factory, device, threads):
+        from letcc.runtime import worker_main
+
+        worker_main._RANK = rank
+        os.environ["LETCC_WORKER_RANK"] = str(rank)
+        if device.startswith("cuda"):
+            device = "cuda:0"            # Ray sets CUDA_VISIBLE_DEVICES to the GPU it assigned
+        worker_main._limit_threads(threads)
+        self.call, _ = worker_main.prepare_model(model_factory(), device)
+        worker_main._limit_threads(threads)
+        self.cancelled = -1
+        self.lock = threading.Lock()
+
+    def ready(self):
+        return os.getpid()
+
+    def _wanted(self, r):
+        return r > self.cancelled
+
+    def compute(self, r, x, sleep_s, chunk_rows):
+        if not self._wanted(r):
+            return ("cancelled", r)
+        try:
+            if sleep_s > 0:
+                end = time.monotonic() + sleep_s
+                while True:
+                    if not self._wanted(r):
+                        return ("cancelled", r)
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    time.sleep(min(left, 0.01))
+            b = x.shape[0]
+            step = b if not chunk_rows else int(chunk_rows)
+            parts = []
+            for start in range(0, b, step):
+                if start and not self._wanted(r):
+                    return ("cancelled", r)
+                xs = x[start:start + step]
+                if not xs.flags.writeable:      # object-store arrays are read-only
+                    xs = np.array(xs)
+                parts.append(self.call(xs))
+            y = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            return ("done", r, y)
+        except Exception:
+            return ("error", r, traceback.format_exc())
+
+    def cancel(self, r):
+        with self.lock:
+            self.cancelled = max(self.cancelled, r)
+
+
+def _actor_class(ray):
+    global _ACTOR_CLASS
+    if _ACTOR_CLASS is None:
+        cls = type("LetccRayWorker", (_RayWorker,), {
+            "cancel": ray.method(concurrency_group="control")(_RayWorker.cancel),
+        })
+        _ACTOR_CLASS = ray.remote(concurrency_groups={"control": 1})(cls)
+    return _ACTOR_CLASS
+
+
+class RayBackend:
+    """N Ray actors (see the module docstring). Same interface as LocalBackend."""
+
+    kind = "ray"
+
+    def __init__(self, n_workers: int, model_factory, devices: list[str], *,
+                 threads_per_worker: int | None = None, startup_timeout: float = 120.0,
+                 chunk_rows: int | None = None, actor_options: dict | None = None):
+        ray = self._ray = _import_ray()
+        from ray.exceptions import RayActorError
+
+        self._RayActorError = RayActorError
+        if not ray.is_initialized():
+            ray.init(include_dashboard=False)
+        self.n = int(n_workers)
+        self._chunk_rows = chunk_rows
+        self._buf = None
+        self._round = -1
+        self._refs: dict = {}            # ObjectRef -> (worker, round)
+        self._pings: dict = {}           # ObjectRef -> worker
+        self._results: dict = {}         # worker -> (round, y)
+        self._state = ["starting"] * self.n
+        self._pids = [None] * self.n
+        self._out_ref = None             # (worker, row shape, dtype) of the first answer
+        self._closed = False
+        cpus = ray.cluster_resources().get("CPU", 1.0)
+        per_gpu = Counter(d for d in devices if d.startswith("cuda"))
+        cls = _actor_class(ray)
+        self._actors = []
+        for j in range(self.n):
+            opts = dict(max_restarts=-1, max_task_retries=0,
+                        num_cpus=max(0.01, min(1.0, cpus / self.n)))
+            if devices[j].startswith("cuda"):
+                opts["num_gpus"] = 1.0 / per_gpu[devices[j]]
+            opts.update(actor_options or {})
+            self._actors.append(cls.options(**opts).remote(j, model_factory, devices[j], threads_per_worker))
+        for j in range(self.n):
+            self._pings[self._actors[j].ready.remote()] = j
+        end = time.monotonic() + startup_timeout
+        try:
+            while any(s != "ready" for s in self._state):
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"Ray actors {[j for j in range(self.n) if self._state[j] != 'ready']} "
+                                       f"did not start within {startup_timeout:g} s")
+                for ev in self.poll(left):
+                    if ev.kind == "died":
+                        raise RuntimeError(f"Ray actor {ev.worker} failed to start: {ev.payload[2]}")
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- workers --------------------------------------------------------
+
+    def ready_workers(self) -> list[int]:
+        return [j for j in range(self.n) if self._state[j] == "ready"]
+
+    def worker_pids(self) -> list:
+        return [p if self._state[j] == "ready" else None for j, p in enumerate(self._pids)]
+
+    def restart_dead(self) -> list[int]:
+        """Ray restarts dead actors itself; ping them to learn when they are back."""
+        started = []
+        for j in range(self.n):
+            if self._state[j] == "dead":
+                self._state[j] = "starting"
+                self._pings[self._actors[j].ready.remote()] = j
+                started.append(j)
+        return started
+
+    def kill(self, j: int) -> None:
+        """Kill a hung actor; Ray restarts it (max_restarts)."""
+        self._ray.kill(self._actors[j], no_restart=False)
+        self._state[j] = "dead"
+        for ref, (w, _) in list(self._refs.items()):
+            if w == j:
+                del self._refs[ref]
+
+    # ---- data -----------------------------------------------------------
+
+    def input_view(self, b: int, row_shape, dtype):
+        shape = (self.n, b) + tuple(row_shape)
+        if self._buf is None or self._buf.shape != shape or self._buf.dtype != np.dtype(dtype):
+            self._buf = np.empty(shape, dtype=dtype)
+            self._out_ref = None
+        return self._buf, False
+
+    def output_reference(self):
+        return self._out_ref
+
+    def output_spec(self):
+        return None
+
+    def input_spec(self):
+        return None if self._buf is None else (self._buf.shape[2:], self._buf.dtype.str)
+
+    def outputs(self, workers, b: int) -> np.ndarray:
+        return np.stack([self._results[j][1] for j in workers])
+
+    def probe_send(self, j, r, b) -> bool:           # pragma: no cover - never needs a probe
+        return False
+
+    def set_output_layout(self, row_shape, dtype, worker=None) -> None:  # pragma: no cover
+        pass
+
+    # ---- messages -------------------------------------------------------
+
+    def submit(self, r: int, workers, b: int, sleep_s: np.ndarray) -> None:
+        self._round = r
+        for j in workers:
+            # arguments over 100 KiB go through the object store (copied now: the buffer
+            # can be reused next round)
+            ref = self._actors[j].compute.remote(r, self._buf[j], float(sleep_s[j]), self._chunk_rows)
+            self._refs[ref] = (j, r)
+
+    def cancel(self, workers) -> None:
+        for j in workers:
+            if self._state[j] == "ready":
+                self._actors[j].cancel.remote(self._round)
+
+    def poll(self, timeout: float | None) -> list[Event]:
+        ray = self._ray
+        refs = list(self._refs) + list(self._pings)
+        if not refs:
+            if timeout:
+                time.sleep(min(timeout, 0.05))
+            return []
+        ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
+        if ready and rest:
+            more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+            ready += more
+        t = time.perf_counter()
+        events = []
+        for ref in ready:
+            if ref in self._pings:
+                j = self._pings.pop(ref)
+                try:
+                    self._pids[j] = ray.get(ref)
+                    self._state[j] = "ready"
+                    events.append(Event("ready", j, -1, (self._pids[j],), t))
+                except Exception as exc:
+                    self._state[j] = "dead"
+                    events.append(Event("died", j, -1, (None, self._pids[j], repr(exc)), t))
+                continue
+            j, r = self._refs.pop(ref)
+            try:
+                msg = ray.get(ref)
+            except self._RayActorError as exc:
+                if self._state[j] == "ready":
+                    self._state[j] = "dead"
+                    events.append(Event("died", j, -1, (None, self._pids[j], _first_line(exc)), t))
+                continue
+            except Exception as exc:
+                events.append(Event("error", j, r, (f"{type(exc).__name__}: {exc}",), t))
+                continue
+            kind = msg[0]
+            if kind == "done":
+                y = np.asarray(msg[2])
+                if self._out_ref is None:
+                    self._out_ref = (j, tuple(y.shape[1:]), y.dtype.str)
+                rows = self._buf.shape[1] if self._buf is not None else y.shape[0]
+                if y.shape[1:] != self._out_ref[1] or y.shape[0] != rows or y.dtype.str != self._out_ref[2]:
+                    events.append(Event("shape", j, r, (tuple(y.shape), y.dtype.str, rows), t))
+                    continue
+                self._results[j] = (r, y)
+                events.append(Event("done", j, r, (), t))
+            else:
+                events.append(Event(kind, j, r, tuple(msg[2:]), t))
+        return events
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for actor in getattr(self, "_actors", []):
+            try:
+                self._ray.kill(actor, no_restart=True)
+            except Exception:
+                pass
+        self._actors = []
+        self._refs.clear()
+        self._pings.clear()
+        self._results.clear()
+
+
+def _first_line(exc) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
