@@ -45,7 +45,7 @@ def _pair(exact, estimate):
 def squared_errors(exact, estimate) -> np.ndarray:
     """(n,) squared L2 norm of exact[i] - estimate[i] over all trailing axes."""
     e, h = _pair(exact, estimate)
-    d = (e - h).reshape(e.shape[0], -1)
+    d = (e - h).reshape(e.shape[0], int(np.prod(e.shape[1:])))
     return np.einsum("ij,ij->i", d, d)
 
 

@@ -8,6 +8,7 @@ are differences between lam, not between draws.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,3 +127,15 @@ def tune(f, X_calib, K: int, N: int, stragglers=0, lam_enc_grid=None, lam_dec_gr
     return TuneResult(lam_enc=float(enc_grid[i]), lam_dec=float(dec_grid[j]), mse=float(scores[i, j]),
                       lam_enc_grid=enc_grid, lam_dec_grid=dec_grid, scores=scores,
                       default_mse=float(default_mse), n_rounds=batches.shape[0], n_draws=len(sets))
+
+
+# `letcc.tune` is both this module and (through letcc's lazy exports) the
+# function above. Importing the module (`from letcc.tune import TuneResult`)
+# binds the package attribute to the module, so make the module callable too:
+# `letcc.tune(...)` then works whichever of the two it holds.
+class _CallableModule(type(sys.modules[__name__])):
+    def __call__(self, *args, **kwargs):
+        return tune(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
