@@ -117,9 +117,10 @@ class RayBackend:
                  threads_per_worker: int | None = None, startup_timeout: float = 120.0,
                  chunk_rows: int | None = None, actor_options: dict | None = None):
         ray = self._ray = _import_ray()
-        from ray.exceptions import RayActorError
+        from ray.exceptions import ActorUnavailableError, RayActorError
 
         self._RayActorError = RayActorError
+        self._ActorUnavailableError = ActorUnavailableError
         if not ray.is_initialized():
             ray.init(include_dashboard=False)
         self.n = int(n_workers)
@@ -248,9 +249,11 @@ class RayBackend:
                     self._pids[j] = ray.get(ref)
                     self._state[j] = "ready"
                     events.append(Event("ready", j, -1, (self._pids[j],), t))
+                except self._ActorUnavailableError:
+                    self._state[j] = "dead"          # still restarting: pinged again later
                 except Exception as exc:
                     self._state[j] = "dead"
-                    events.append(Event("died", j, -1, (None, self._pids[j], repr(exc)), t))
+                    events.append(Event("died", j, -1, (None, self._pids[j], _first_line(exc)), t))
                 continue
             j, r = self._refs.pop(ref)
             try:
