@@ -40,10 +40,10 @@ def test_replication_missing_input_is_refused():
     assert not code.can_decode([])
 
 
-def test_torch_replication():
+def test_torch_replication(rng):
     torch = pytest.importorskip("torch")
     code = Replication(2, 2)
-    X = torch.randn(2, 3)
+    X = torch.from_numpy(rng.standard_normal((2, 3)))
     Z = code.encode(X)
     assert isinstance(Z, torch.Tensor) and torch.equal(Z, X[[0, 1, 0, 1]])
     est = code.decode(Z[[3, 2]], [3, 2])
