@@ -66,9 +66,12 @@ class SplineSmoother:
         self._gpu_plan = None
 
     def __call__(self, y, out=None):
-        res = self._apply(y, out, 0)
-        if res is not None:
-            return res
+        # The compiled fast path takes only a C-contiguous numpy `out`; any
+        # other `out` (strided view, torch tensor) goes through the general path.
+        if out is None or (type(out) is np.ndarray and out.flags.c_contiguous):
+            res = self._apply(y, out, 0)
+            if res is not None:
+                return res
         return self._call_general(y, out)
 
     def _call_general(self, y, out):
