@@ -48,8 +48,9 @@ class GapScaledLam:
     (K = 8..20, N = 2K..3K, S = 0..N/2), c_dec = 1e-4 .. 1e-3 are all close,
     and c_dec = 3e-4 beats BACC at every S < N/2 (MSE ratios 0.45 .. 0.99),
     usually better than interpolation (lam = 0) once stragglers open holes.
-    At S = N/2 with N = 2K every lam tried loses to BACC: a policy that also
-    looks at the number of answers relative to K is needed there. Any
+    At S = N/2 with N = 2K it loses to BACC for K = 8 and 12 (so does every
+    lam tried): a policy that also looks at the number of answers relative to
+    K is needed there. Any
     lam_enc > 0 costs MSE (3x at lam_enc = 1e-5 with K = 20: unrelated images
     make the encoder spline rough, and smoothing it moves the coded inputs at
     the alphas away from the inputs). On smooth functions smaller c is always
