@@ -51,6 +51,30 @@ std::unique_ptr<DevicePlan> make_plan(const py::array& x, const py::array& w, do
                                         static_cast<std::size_t>(av.size()), device);
 }
 
+// The kernels' column code run on the host (letcc.splines.cuda_dispatch tests
+// use it where there is no GPU): y a C-contiguous float32/float64 (n, m) array.
+py::array emulate(const py::array& x, const py::array& w, double lam, const py::array& at, const py::array& y,
+                  int tile, int depth) {
+    const F64Array xv = vector_arg(x, "x"), wv = vector_arg(w, "w"), av = vector_arg(at, "at");
+    if (wv.size() != xv.size()) throw py::value_error("w and x differ in length");
+    const bool f64 = py::isinstance<py::array_t<double>>(y);
+    if (!(f64 || py::isinstance<py::array_t<float>>(y)) || y.ndim() != 2 || !(y.flags() & py::array::c_style))
+        throw py::type_error("y must be a C-contiguous 2-D float32 or float64 array");
+    if (y.shape(0) != xv.size()) throw py::value_error("y must have one row per knot");
+    if (tile < 1 || depth < 1 || depth > 64) throw py::value_error("tile >= 1 and depth in 1..64 required");
+    const letcc::cuda::PackedPlan pp = letcc::cuda::pack_plan(xv.data(), wv.data(), static_cast<std::size_t>(xv.size()),
+                                                              lam, av.data(), static_cast<std::size_t>(av.size()));
+    const long long m = y.shape(1);
+    if (f64) {
+        py::array_t<double> out({static_cast<py::ssize_t>(pp.q), static_cast<py::ssize_t>(m)});
+        letcc::cuda::emulate_plan_f64(pp.view(), static_cast<const double*>(y.data()), out.mutable_data(), m, tile, depth);
+        return std::move(out);
+    }
+    py::array_t<float> out({static_cast<py::ssize_t>(pp.q), static_cast<py::ssize_t>(m)});
+    letcc::cuda::emulate_plan_f32(pp.view(), static_cast<const float*>(y.data()), out.mutable_data(), m, tile, depth);
+    return std::move(out);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_cuda, mod) {
@@ -78,6 +102,9 @@ PYBIND11_MODULE(_cuda, mod) {
         return v;
     });
     mod.attr("compiled_archs") = LETCC_CUDA_ARCHS;
+    mod.def("emulate", &emulate, py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("at"), py::arg("y"),
+            py::arg("tile") = 32, py::arg("depth") = 32,
+            "the kernels' per-column code run on the host, for checks without a GPU");
 
     py::class_<DevicePlan>(mod, "Plan")
         .def(py::init(&make_plan), py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("at"), py::arg("device"))

@@ -67,39 +67,6 @@ void prepare_device(int device, std::size_t optin) {
     done[device] = true;
 }
 
-// rows (n + 2) x 8 | qcoef q x 8 | qidx q x 2 int32; see launch.hpp.
-std::vector<unsigned char> pack(const PlanTables& t) {
-    const std::size_t n = static_cast<std::size_t>(t.n), q = static_cast<std::size_t>(t.q);
-    const std::size_t rows = (n + 2) * kRowStride, qc = q * kQueryStride;
-    std::vector<double> d(rows + qc, 0.0);
-    for (std::size_t i = 0; i < n + 2; ++i) {
-        double* r = &d[i * kRowStride];
-        r[0] = t.qa[i];
-        r[1] = t.qb[i];
-        r[2] = t.qc[i];
-        r[3] = t.l1[i];
-        r[4] = t.l2[i];
-        r[5] = t.inv_d[i];
-        r[6] = (i + 1 < n + 2) ? t.l1[i + 1] : 0.0;
-        r[7] = (i + 2 < n + 2) ? t.l2[i + 2] : 0.0;
-    }
-    for (std::size_t j = 0; j < q; ++j) {
-        double* c = &d[rows + j * kQueryStride];
-        c[0] = t.cy[2 * j];
-        c[1] = t.cy[2 * j + 1];
-        for (int k = 0; k < 4; ++k) c[2 + k] = t.cgam[4 * j + k];
-    }
-    std::vector<int> idx(2 * q);
-    for (std::size_t j = 0; j < q; ++j) {
-        idx[2 * j] = static_cast<int>(t.k[j]);
-        idx[2 * j + 1] = static_cast<int>(t.k1[j]);
-    }
-    std::vector<unsigned char> out(d.size() * sizeof(double) + idx.size() * sizeof(int));
-    std::memcpy(out.data(), d.data(), d.size() * sizeof(double));
-    if (!idx.empty()) std::memcpy(out.data() + d.size() * sizeof(double), idx.data(), idx.size() * sizeof(int));
-    return out;
-}
-
 int pow2_floor(std::size_t v) {
     int p = 1;
     while (static_cast<std::size_t>(p) * 2 <= v) p *= 2;
@@ -114,6 +81,46 @@ constexpr std::size_t kMaxScratchBytes = std::size_t(256) << 20;
 
 }  // namespace
 
+PackedPlan pack_plan(const double* x, const double* w, std::size_t n, double lam, const double* at, std::size_t q) {
+    if (n > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2) ||
+        q > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2))
+        throw std::invalid_argument("plan too large for the CUDA kernels (n or q >= 2^30)");
+    const ReinschFactor f = factor_reinsch(x, w, n, lam);
+    const PlanTables t = make_plan_tables(f, at, q, 0);
+    // rows (n + 2) x 8 | qcoef q x 8 | qidx q x 2 int32 (see launch.hpp), in
+    // one double array so that every part is aligned.
+    const std::size_t rows = (n + 2) * kRowStride, qc = q * kQueryStride;
+    PackedPlan pp;
+    pp.n = static_cast<int>(n);
+    pp.q = static_cast<int>(q);
+    pp.words.assign(rows + qc + q, 0.0);  // q doubles hold the 2 q int32 indices
+    double* d = pp.words.data();
+    for (std::size_t i = 0; i < n + 2; ++i) {
+        double* r = d + i * kRowStride;
+        r[0] = t.qa[i];
+        r[1] = t.qb[i];
+        r[2] = t.qc[i];
+        r[3] = t.l1[i];
+        r[4] = t.l2[i];
+        r[5] = t.inv_d[i];
+        r[6] = (i + 1 < n + 2) ? t.l1[i + 1] : 0.0;
+        r[7] = (i + 2 < n + 2) ? t.l2[i + 2] : 0.0;
+    }
+    for (std::size_t j = 0; j < q; ++j) {
+        double* c = d + rows + j * kQueryStride;
+        c[0] = t.cy[2 * j];
+        c[1] = t.cy[2 * j + 1];
+        for (int k = 0; k < 4; ++k) c[2 + k] = t.cgam[4 * j + k];
+    }
+    std::vector<int> idx(2 * q);
+    for (std::size_t j = 0; j < q; ++j) {
+        idx[2 * j] = static_cast<int>(t.k[j]);
+        idx[2 * j + 1] = static_cast<int>(t.k1[j]);
+    }
+    if (q) std::memcpy(d + rows + qc, idx.data(), idx.size() * sizeof(int));
+    return pp;
+}
+
 std::pair<int, std::string> probe_devices() {
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
@@ -127,13 +134,8 @@ std::pair<int, std::string> probe_devices() {
 DevicePlan::DevicePlan(const double* x, const double* w, std::size_t n, double lam, const double* at,
                        std::size_t q, int device)
     : device_(device) {
-    if (n > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2) ||
-        q > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2))
-        throw std::invalid_argument("plan too large for the CUDA kernels (n or q >= 2^30)");
-    const ReinschFactor f = factor_reinsch(x, w, n, lam);
-    const PlanTables t = make_plan_tables(f, at, q, 0);
-    const std::vector<unsigned char> host = pack(t);
-    bytes_ = host.size();
+    const PackedPlan host = pack_plan(x, w, n, lam, at, q);
+    bytes_ = host.words.size() * sizeof(double);
 
     DeviceGuard guard(device_);
     LETCC_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
@@ -151,16 +153,11 @@ DevicePlan::DevicePlan(const double* x, const double* w, std::size_t n, double l
         LETCC_CUDA_CHECK(cudaMalloc(&dev_, bytes_));
     // Pageable source: the call returns once the bytes are staged, so `host`
     // may go; the event marks the copy's completion on the device.
-    LETCC_CUDA_CHECK(cudaMemcpyAsync(dev_, host.data(), bytes_, cudaMemcpyHostToDevice, side));
+    LETCC_CUDA_CHECK(cudaMemcpyAsync(dev_, host.words.data(), bytes_, cudaMemcpyHostToDevice, side));
     LETCC_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
     LETCC_CUDA_CHECK(cudaEventRecord(uploaded_, side));
 
-    const auto* base = static_cast<const unsigned char*>(dev_);
-    view_.n = static_cast<int>(t.n);
-    view_.q = static_cast<int>(t.q);
-    view_.rows = reinterpret_cast<const double*>(base);
-    view_.qcoef = view_.rows + (t.n + 2) * kRowStride;
-    view_.qidx = reinterpret_cast<const int*>(view_.qcoef + t.q * kQueryStride);
+    view_ = view_of(dev_, host.n, host.q);
 }
 
 DevicePlan::~DevicePlan() {

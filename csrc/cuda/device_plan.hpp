@@ -26,6 +26,15 @@ struct Tuning {
     int depth = 0;  // rows per cp.async group, 1..64
 };
 
+// The plan for knots x (weights w, smoothing lam) evaluated at `at`, built in
+// float64 with the CPU core's headers and packed as launch.hpp describes.
+struct PackedPlan {
+    std::vector<double> words;
+    int n = 0, q = 0;
+    PlanView view() const { return view_of(words.data(), n, q); }
+};
+PackedPlan pack_plan(const double* x, const double* w, std::size_t n, double lam, const double* at, std::size_t q);
+
 class DevicePlan {
 public:
     DevicePlan(const double* x, const double* w, std::size_t n, double lam, const double* at, std::size_t q,

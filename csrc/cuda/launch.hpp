@@ -27,6 +27,17 @@ struct PlanView {
     int q = 0;
 };
 
+// A view of a packed plan at `base` (host or device memory).
+inline PlanView view_of(const void* base, int n, int q) {
+    PlanView v;
+    v.n = n;
+    v.q = q;
+    v.rows = static_cast<const double*>(base);
+    v.qcoef = v.rows + static_cast<std::size_t>(n + 2) * kRowStride;
+    v.qidx = reinterpret_cast<const int*>(v.qcoef + static_cast<std::size_t>(q) * kQueryStride);
+    return v;
+}
+
 // Where the per-column gamma vector lives while a column is processed.
 enum class GammaStore : int {
     Shared = 1,  // dynamic shared memory: tile x (n + 3) float64 per block
@@ -56,6 +67,11 @@ cudaError_t prepare_kernels(std::size_t bytes);
 
 // Occupancy of the global-scratch kernel (blocks per multiprocessor).
 cudaError_t global_blocks_per_sm(bool f64, int tile, std::size_t shared_bytes, int* blocks);
+
+// The same per-column code run on the host (no GPU needed), tile columns per
+// emulated block: lets tests check the kernel body against the CPU core.
+void emulate_plan_f32(const PlanView& p, const float* y, float* out, long long m, int tile, int depth);
+void emulate_plan_f64(const PlanView& p, const double* y, double* out, long long m, int tile, int depth);
 
 // out (q x m) = plan applied to y (n x m), both C-contiguous, on `stream`.
 cudaError_t launch_plan_f32(const PlanView& p, const float* y, float* out, long long m, const LaunchConfig& cfg,

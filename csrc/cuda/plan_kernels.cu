@@ -33,36 +33,60 @@
 #include <cuda_pipeline_primitives.h>
 #include <cuda_runtime.h>
 
+#include <vector>
+
 #include "launch.hpp"
 
 namespace letcc {
 namespace cuda {
 namespace {
 
+// The column body below is compiled for the host too (emulate_plan_*): the
+// memory intrinsics get plain host equivalents there, so the exact kernel
+// code can be checked against the CPU core on machines without a GPU.
+#if defined(__CUDA_ARCH__)
+#define LETCC_HD __device__ __forceinline__
 __device__ __forceinline__ double load(const float* p) { return static_cast<double>(__ldg(p)); }
 __device__ __forceinline__ double load(const double* p) { return __ldg(p); }
 __device__ __forceinline__ double2 load2(const double* p) { return __ldg(reinterpret_cast<const double2*>(p)); }
 __device__ __forceinline__ void store(float* p, double v) { __stcs(p, static_cast<float>(v)); }
 __device__ __forceinline__ void store(double* p, double v) { __stcs(p, v); }
+template <class T>
+__device__ __forceinline__ void ring_copy(T* dst, const T* src) { __pipeline_memcpy_async(dst, src, sizeof(T)); }
+__device__ __forceinline__ void ring_commit() { __pipeline_commit(); }
+__device__ __forceinline__ void ring_wait_all_but_newest() { __pipeline_wait_prior(1); }
+#else
+#define LETCC_HD inline
+inline double load(const float* p) { return static_cast<double>(*p); }
+inline double load(const double* p) { return *p; }
+inline double2 load2(const double* p) { return make_double2(p[0], p[1]); }
+inline void store(float* p, double v) { *p = static_cast<float>(v); }
+inline void store(double* p, double v) { *p = v; }
+template <class T>
+inline void ring_copy(T* dst, const T* src) { *dst = *src; }
+inline void ring_commit() {}
+inline void ring_wait_all_but_newest() {}
+#endif
+
+LETCC_HD int imin(int a, int b) { return a < b ? a : b; }
 
 // Forward rows consumed per group: rows 2 + first .. of y (row i + 1 feeds
 // forward step i). Issues one cp.async per row into ring half (group & 1).
 template <class T>
-__device__ __forceinline__ void issue_group(const T* yc, long long m, T* ring, int tile, int depth, int total,
+LETCC_HD void issue_group(const T* yc, long long m, T* ring, int tile, int depth, int total,
                                             int group) {
     const int first = group * depth;
-    const int count = min(depth, total - first);
+    const int count = imin(depth, total - first);
     T* slot = ring + (group & 1) * depth * tile;
-    for (int u = 0; u < count; ++u)
-        __pipeline_memcpy_async(slot + u * tile, yc + static_cast<long long>(2 + first + u) * m, sizeof(T));
-    __pipeline_commit();
+    for (int u = 0; u < count; ++u) ring_copy(slot + u * tile, yc + static_cast<long long>(2 + first + u) * m);
+    ring_commit();
 }
 
 // One column j. buf: this thread's element of row 0 of its gamma buffer (rows
 // `stride` doubles apart, shared or global memory). ring: this thread's
 // element of slot 0 of its staging ring in shared memory (slots `tile` apart).
 template <class T>
-__device__ __forceinline__ void plan_column(const PlanView& p, const T* __restrict__ y, T* __restrict__ out,
+LETCC_HD void plan_column(const PlanView& p, const T* __restrict__ y, T* __restrict__ out,
                                             long long m, long long j, double* buf, int stride, T* ring, int tile,
                                             int depth) {
     const int n = p.n;
@@ -86,11 +110,11 @@ __device__ __forceinline__ void plan_column(const PlanView& p, const T* __restri
             if (g + 1 < groups)
                 issue_group(yc, m, ring, tile, depth, total, g + 1);
             else
-                __pipeline_commit();  // empty group: keeps "all but the newest" meaning group g
-            __pipeline_wait_prior(1);
+                ring_commit();  // empty group: keeps "all but the newest" meaning group g
+            ring_wait_all_but_newest();
             const T* slot = ring + (g & 1) * depth * tile;
             const int first = g * depth;
-            const int count = min(depth, total - first);
+            const int count = imin(depth, total - first);
             for (int u = 0; u < count; ++u) {
                 const int i = 1 + first + u;
                 const double* c = p.rows + static_cast<long long>(i) * kRowStride;
@@ -173,7 +197,26 @@ cudaError_t launch(const PlanView& p, const T* y, T* out, long long m, const Lau
     return cudaGetLastError();
 }
 
+// The kernels' work on the host, block by block and thread by thread, with
+// the same buffer layouts (shared-memory store).
+template <class T>
+void emulate(const PlanView& p, const T* y, T* out, long long m, int tile, int depth) {
+    std::vector<double> gamma(static_cast<std::size_t>(tile) * (p.n + 3));
+    std::vector<T> ring(static_cast<std::size_t>(tile) * 2 * depth);
+    for (long long b = 0; b * tile < m; ++b)
+        for (int t = 0; t < tile && b * tile + t < m; ++t)
+            plan_column<T>(p, y, out, m, b * tile + t, gamma.data() + t, tile, ring.data() + t, tile, depth);
+}
+
 }  // namespace
+
+void emulate_plan_f32(const PlanView& p, const float* y, float* out, long long m, int tile, int depth) {
+    emulate<float>(p, y, out, m, tile, depth);
+}
+
+void emulate_plan_f64(const PlanView& p, const double* y, double* out, long long m, int tile, int depth) {
+    emulate<double>(p, y, out, m, tile, depth);
+}
 
 cudaError_t prepare_kernels(std::size_t bytes) {
     const int b = static_cast<int>(bytes);
