@@ -18,7 +18,7 @@ def within(freq, p, n):
 
 
 def test_fixed_count_random_sets(rng):
-    N, S, R = 12, 3, 4000
+    N, S, R = 12, 3, 2000
     model = FixedCount(S)
     counts = np.zeros(N)
     for _ in range(R):
