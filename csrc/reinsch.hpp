@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,12 @@ struct ReinschFactor {
     // lam / w[j] for the correction g = y - lam W^-1 Q gamma.
     std::vector<double> lam_over_w;
 };
+
+inline std::string format_g(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return buf;
+}
 
 inline void check_knots(const double* x, const double* w, std::size_t n, double lam) {
     if (n == 0) throw std::invalid_argument("need at least one knot, got n = 0");
@@ -95,10 +102,11 @@ inline ReinschFactor factor_reinsch(const double* x, const double* w, std::size_
         if (i >= 3) l2 = m2 / d[i - 2];
         if (i >= 2) l1 = (m1 - (i >= 3 ? l2 * f.l1[i - 1] * d[i - 2] : 0.0)) / d[i - 1];
         double di = m0 - (i >= 2 ? l1 * l1 * d[i - 1] : 0.0) - (i >= 3 ? l2 * l2 * d[i - 2] : 0.0);
-        if (!(di > 0.0) || !std::isfinite(di))
-            throw std::runtime_error("Reinsch system not positive definite at knot " +
-                                     std::to_string(i) + " (pivot " + std::to_string(di) +
-                                     "); knots too close for lam = " + std::to_string(lam));
+        if (!(di > 0.0) || !std::isfinite(di))  // bad input (extreme gaps or lam): ValueError in Python
+            throw std::invalid_argument("knots too close or too far apart for lam = " + format_g(lam) +
+                                        ": the Reinsch system is not positive definite at x[" +
+                                        std::to_string(i) + "] = " + format_g(x[i]) + " (pivot " +
+                                        format_g(di) + ")");
         d[i] = di;
         f.l1[i] = l1;
         f.l2[i] = l2;

@@ -14,12 +14,12 @@ _FLOAT_KINDS = (np.float32, np.float64)
 
 def as_knots(x, name: str = "x") -> np.ndarray:
     """Strictly increasing, finite, 1-D float64 knots."""
+    if np.iscomplexobj(x):
+        raise TypeError(f"{name} must be real, got complex values")
     try:
         arr = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be a 1-D array of real numbers, got {type(x).__name__}") from exc
-    if np.iscomplexobj(x):
-        raise TypeError(f"{name} must be real, got complex values")
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
     if arr.size == 0:

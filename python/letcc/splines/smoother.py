@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from letcc import _core
-from letcc.splines._arrays import is_gpu_array, to_numpy
+from letcc.splines._arrays import is_gpu_array, is_torch_tensor, to_numpy
 from letcc.splines._validation import as_knots, as_lam, as_points, as_weights, float_dtype_of
 
 
@@ -90,6 +90,9 @@ class SplineSmoother:
         arr = np.ascontiguousarray(arr, dtype=dtype)
         if out is None:
             return wrap(self._apply(arr, None, 0))
+        if not (isinstance(out, np.ndarray) or is_torch_tensor(out)):
+            # anything else would be copied by np.asarray and the result lost
+            raise TypeError(f"out must be a numpy array or a torch tensor, got {type(out).__name__}")
         out_arr, _ = to_numpy(out)
         expected = (self.q,) + arr.shape[1:]
         if out_arr.shape != expected:
