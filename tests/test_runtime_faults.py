@@ -232,8 +232,9 @@ def test_late_worker_abandons_a_cancelled_round_between_chunks(script_dir, rng):
     code = letcc.LeTCC(2, N)
     model = FixedCount(1, worst_case=True)
     late = int(model.sample(N, np.random.default_rng(0)).stragglers[0])
-    with CodedInference(functools.partial(scripted, script_dir), code, stragglers=model, chunk_rows=1) as ci:
-        ci(rng.standard_normal((2, D)))                       # warm-up (probe)
+    with CodedInference(functools.partial(scripted, script_dir), code, chunk_rows=1) as ci:
+        ci(rng.standard_normal((8, D)))          # warm-up, every worker answers (none still busy)
+        ci.stragglers = model
         touch(script_dir / f"log{late}")
         touch(script_dir / f"hang{late}")                     # its first chunk blocks
         X = rng.standard_normal((8, D))                       # B = 4 rows per worker
@@ -257,8 +258,9 @@ def test_stale_answer_of_a_cancelled_round_never_reaches_the_next(script_dir, rn
     model = FixedCount(1, worst_case=True)
     late = int(model.sample(N, np.random.default_rng(0)).stragglers[0])
     other = (late + 1) % N
-    with CodedInference(functools.partial(scripted, script_dir), code, stragglers=model) as ci:
-        ci(rng.standard_normal((3, D)))
+    with CodedInference(functools.partial(scripted, script_dir), code) as ci:
+        ci(rng.standard_normal((3, D)))          # warm-up, every worker answers (none still busy)
+        ci.stragglers = model
         touch(script_dir / f"block{late}")     # holds round 2's input, answers it late
         X1 = rng.standard_normal((3, D))
         out1 = ci(X1)

@@ -101,6 +101,7 @@ def test_ray_rounds_decode_crash_is_an_erasure_and_cancellation_reaches_actors(r
             np.testing.assert_allclose(out, reference(code, X, draw.available), rtol=1e-11, atol=1e-11)
         # an actor process dies in the middle of a round: erasure, reported, restarted by Ray
         ci.stragglers = None
+        ci(rng.standard_normal((2, D)))     # every actor answers: none is still on an old round
         (tmp_path / "kill1").touch()
         X = rng.standard_normal((2, D))
         with pytest.warns(RuntimeWarning, match=r"worker 1: .*died"):

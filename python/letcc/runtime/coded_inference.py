@@ -37,7 +37,6 @@ report events; ``virtual_time`` holds the waiting rule; ``round_info`` the recor
 """
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 import time
@@ -46,6 +45,7 @@ import warnings
 import numpy as np
 
 from letcc.runtime._devices import resolve_devices
+from letcc.runtime.encode_into import encoder_into
 from letcc.runtime.round_info import RoundInfo
 from letcc.runtime.virtual_time import RoundWaiter
 
@@ -160,7 +160,7 @@ class CodedInference:
         self.hang_timeout = _positive(hang_timeout, "hang_timeout", allow_none=False)
         self.startup_timeout = _positive(startup_timeout, "startup_timeout", allow_none=False)
         self.rng = np.random.default_rng(seed)
-        self._encode_out = "out" in inspect.signature(code.encode).parameters
+        self._encode = encoder_into(code)
         if threads_per_worker is None:
             import os
 
@@ -310,13 +310,14 @@ class CodedInference:
 
         # encode straight into the input slots
         groups = Xn.reshape((B, self.K) + row_shape).swapaxes(0, 1)       # (K, B, ...)
-        if self._encode_out and Xn.dtype in (np.float32, np.float64):
-            buf, need_probe = self._backend.input_view(B, row_shape, Xn.dtype)
-            self.code.encode(groups, out=buf)
-        else:
-            coded = self.code.encode(np.ascontiguousarray(groups))
-            buf, need_probe = self._backend.input_view(B, row_shape, coded.dtype)
-            buf[...] = coded
+        layout = {}
+
+        def slots(dtype):
+            layout["buf"], layout["probe"] = self._backend.input_view(B, row_shape, dtype)
+            return layout["buf"]
+
+        self._encode(groups, slots)
+        need_probe = layout["probe"]
         t_enc = time.perf_counter()
 
         self._round += 1
