@@ -305,6 +305,13 @@ def test_bad_arguments_are_rejected_clearly(rng):
     with CodedInference(functools.partial(tanh_linear, 3, 2), code) as ci:
         with pytest.raises(ValueError, match=r"shape \(3, 3\): CodedInference needs a positive multiple of K = 2"):
             ci(rng.standard_normal((3, 3)))
+        with pytest.raises(TypeError, match="stragglers must be a letcc.stragglers model; float has no sample"):
+            ci.stragglers = 0.5
+        with pytest.raises(ValueError, match="deadline must be > 0, got -1"):
+            ci.deadline = -1
+        with pytest.raises(ValueError, match="simulate must be one of"):
+            ci.simulate = "real"
+        assert ci.stragglers is None and ci.deadline is None and ci.simulate == "virtual"
     with pytest.raises(RuntimeError, match="closed"):
         ci(rng.standard_normal((2, 3)))
 

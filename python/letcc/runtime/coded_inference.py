@@ -143,9 +143,6 @@ class CodedInference:
         if not callable(model_factory):
             raise TypeError(f"model_factory must be a callable that builds the model, got {model_factory!r}")
         _check_code(code)
-        _check_stragglers(stragglers)
-        if simulate not in _SIMULATE:
-            raise ValueError(f"simulate must be one of {_SIMULATE}, got {simulate!r}")
         if backend not in ("local", "ray"):
             raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
         if chunk_rows is not None and (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, numbers.Integral)
@@ -154,8 +151,8 @@ class CodedInference:
         self.code = code
         self.N = int(code.N)
         self.K = int(code.K)
-        self.stragglers = stragglers
-        self.deadline = _positive(deadline, "deadline")
+        self.stragglers = stragglers        # validated by the property setters
+        self.deadline = deadline
         self.simulate = simulate
         self.hang_timeout = _positive(hang_timeout, "hang_timeout", allow_none=False)
         self.startup_timeout = _positive(startup_timeout, "startup_timeout", allow_none=False)
@@ -185,6 +182,38 @@ class CodedInference:
                                        threads_per_worker=threads_per_worker,
                                        startup_timeout=self.startup_timeout, chunk_rows=chunk_rows,
                                        actor_options=ray_options)
+
+    # ---- settings that may change between rounds -------------------------
+
+    @property
+    def stragglers(self):
+        """The straggler model (or None) the next rounds draw their delays from."""
+        return self._stragglers
+
+    @stragglers.setter
+    def stragglers(self, model) -> None:
+        _check_stragglers(model)
+        self._stragglers = model
+
+    @property
+    def deadline(self):
+        """Seconds after dispatch (or None) after which a round decodes what it has."""
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, value) -> None:
+        self._deadline = _positive(value, "deadline")
+
+    @property
+    def simulate(self) -> str:
+        """'virtual' (delays on the master's clock) or 'sleep' (real sleeps in the workers)."""
+        return self._simulate
+
+    @simulate.setter
+    def simulate(self, value) -> None:
+        if value not in _SIMULATE:
+            raise ValueError(f"simulate must be one of {_SIMULATE}, got {value!r}")
+        self._simulate = value
 
     # ---- lifecycle ------------------------------------------------------
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from letcc.runtime.shm_slots import attach
 
-__all__ = ["worker_main", "worker_rank", "run_model", "prepare_model"]
+__all__ = ["worker_main", "worker_rank", "prepare_model"]
 
 STOP = -2           # ctl value: shut down
 _RANK: int | None = None
@@ -85,10 +85,6 @@ def prepare_model(model, device: str):
         return np.asarray(y)
 
     return call, False
-
-
-def run_model(call, x: np.ndarray) -> np.ndarray:
-    return call(x)
 
 
 class _Worker:
