@@ -75,10 +75,12 @@ def ensure_letcc(force_build: bool) -> str:
     when they are not importable (or when forced). Returns how it was found."""
     if not force_build:
         try:
-            import letcc  # noqa: F401
+            import letcc
             import letcc._cuda  # noqa: F401
 
-            return f"installed ({Path(letcc.__file__).parent})"
+            if getattr(letcc, "__file__", None) and hasattr(letcc, "SplineSmoother"):
+                return f"installed ({Path(letcc.__file__).parent})"
+            log("only part of letcc is importable; building it")
         except ImportError as exc:
             log(f"letcc with CUDA not importable ({exc}); building it")
     for name in [n for n in sys.modules if n == "letcc" or n.startswith("letcc.")]:
