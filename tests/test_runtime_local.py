@@ -230,6 +230,8 @@ def test_latency_model_deadline_and_first_n_follow_the_draw(rng):
         ci.stragglers = ShiftedExponential(shift=1.0, rate=0.01, stragglers=2)
         X = rng.standard_normal((3, 5))
         draw = ci.stragglers.sample(6, np.random.default_rng(99))
+        ranked = np.sort(draw.delays)
+        assert ranked[4] - ranked[3] > 1.0      # this draw's 4th and 5th are seconds apart
         ci.rng = np.random.default_rng(99)
         out = ci(X)
         assert sorted(ci.last_round.answered) == draw.available.tolist()
