@@ -87,13 +87,13 @@ PackedPlan pack_plan(const double* x, const double* w, std::size_t n, double lam
         throw std::invalid_argument("plan too large for the CUDA kernels (n or q >= 2^30)");
     const ReinschFactor f = factor_reinsch(x, w, n, lam);
     const PlanTables t = make_plan_tables(f, at, q, 0);
-    // rows (n + 2) x 8 | qcoef q x 8 | qidx q x 2 int32 (see launch.hpp), in
-    // one double array so that every part is aligned.
-    const std::size_t rows = (n + 2) * kRowStride, qc = q * kQueryStride;
+    // rows | sorted qcoef | qrow | by_k (see launch.hpp), in one double array
+    // so that every part is aligned.
+    const std::size_t rows = (n + 2) * kRowStride;
     PackedPlan pp;
     pp.n = static_cast<int>(n);
     pp.q = static_cast<int>(q);
-    pp.words.assign(rows + qc + q, 0.0);  // q doubles hold the 2 q int32 indices
+    pp.words.assign(packed_words(pp.n, pp.q), 0.0);
     double* d = pp.words.data();
     for (std::size_t i = 0; i < n + 2; ++i) {
         double* r = d + i * kRowStride;
@@ -106,18 +106,17 @@ PackedPlan pack_plan(const double* x, const double* w, std::size_t n, double lam
         r[6] = (i + 1 < n + 2) ? t.l1[i + 1] : 0.0;
         r[7] = (i + 2 < n + 2) ? t.l2[i + 2] : 0.0;
     }
-    for (std::size_t j = 0; j < q; ++j) {
-        double* c = d + rows + j * kQueryStride;
+    std::vector<int> ints(q + n + 1);
+    for (std::size_t s = 0; s < q; ++s) {
+        const std::size_t j = static_cast<std::size_t>(t.order[s]);  // queries sorted by interval
+        double* c = d + rows + s * kQueryStride;
         c[0] = t.cy[2 * j];
         c[1] = t.cy[2 * j + 1];
         for (int k = 0; k < 4; ++k) c[2 + k] = t.cgam[4 * j + k];
+        ints[s] = static_cast<int>(j);
     }
-    std::vector<int> idx(2 * q);
-    for (std::size_t j = 0; j < q; ++j) {
-        idx[2 * j] = static_cast<int>(t.k[j]);
-        idx[2 * j + 1] = static_cast<int>(t.k1[j]);
-    }
-    if (q) std::memcpy(d + rows + qc, idx.data(), idx.size() * sizeof(int));
+    for (std::size_t k = 0; k <= n; ++k) ints[q + k] = static_cast<int>(t.by_k[k]);
+    std::memcpy(d + rows + q * kQueryStride, ints.data(), ints.size() * sizeof(int));
     return pp;
 }
 
@@ -200,8 +199,7 @@ LaunchConfig DevicePlan::config(long long m, bool f64, const Tuning& t) const {
     const int n = view_.n;
     const std::size_t elem = f64 ? 8 : 4;
     LaunchConfig c;
-    const int rows = std::max(1, n - 2);
-    c.depth = t.depth > 0 ? std::min(t.depth, 64) : std::min(32, rows);
+    c.depth = t.depth > 0 ? std::min(t.depth, 64) : std::min(32, std::max(1, n));
     const std::size_t smallest = shared_bytes_for(GammaStore::Shared, n, 32, c.depth, elem);
     const bool shared_fits = smallest <= shared_optin_;
     c.store = (t.store == 2 || (t.store == 0 && !shared_fits)) ? GammaStore::Global : GammaStore::Shared;
@@ -227,7 +225,7 @@ LaunchConfig DevicePlan::config(long long m, bool f64, const Tuning& t) const {
         c.shared_bytes = shared_bytes_for(GammaStore::Global, n, c.tile, c.depth, elem);
         int per_sm = 0;
         LETCC_CUDA_CHECK(global_blocks_per_sm(f64, c.tile, c.shared_bytes, &per_sm));
-        const long long slot = static_cast<long long>(c.tile) * (n + 3) * 8;
+        const long long slot = static_cast<long long>(c.tile) * n * 8;
         const long long ntiles = (m + c.tile - 1) / c.tile;
         long long g = std::min<long long>(ntiles, static_cast<long long>(sm_count_) * std::max(per_sm, 1));
         g = std::min<long long>(g, std::max<long long>(1, static_cast<long long>(kMaxScratchBytes) / slot));
@@ -262,7 +260,7 @@ void DevicePlan::apply(const void* y, void* out, long long m, bool f64, cudaStre
     }
     const bool scratch = c.store == GammaStore::Global;
     if (scratch) {
-        const std::size_t bytes = static_cast<std::size_t>(c.grid) * c.tile * (view_.n + 3) * sizeof(double);
+        const std::size_t bytes = static_cast<std::size_t>(c.grid) * c.tile * view_.n * sizeof(double);
         if (pools_)
             LETCC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&c.scratch), bytes, stream));
         else

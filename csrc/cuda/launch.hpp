@@ -14,18 +14,27 @@ namespace cuda {
 
 // Device layout of a plan, one allocation (see device_plan.cpp, pack_plan):
 //   rows   (n + 2) x 8 doubles, row i = qa, qb, qc, l1, l2, inv_d, l1[i+1], l2[i+2]
-//   qcoef  q x 8 doubles,       query j = cy0, cy1, cgam0..3, 0, 0
-//   qidx   q x (int32 k, int32 k1)
+//   qcoef  q x 8 doubles, the queries sorted by interval k:
+//          cy0, cy1, cgam0..3 (gamma rows k-1 .. k+2), 0, 0
+//   qrow   q int32: output row of each sorted query
+//   by_k   n + 1 int32: the queries of interval k are sorted entries by_k[k] .. by_k[k+1]-1
 constexpr int kRowStride = 8;
 constexpr int kQueryStride = 8;
 
 struct PlanView {
     const double* rows = nullptr;
     const double* qcoef = nullptr;
-    const int* qidx = nullptr;  // pairs (k, k1)
+    const int* qrow = nullptr;
+    const int* by_k = nullptr;
     int n = 0;
     int q = 0;
 };
+
+// Doubles a packed plan occupies (the int32 parts rounded up to whole doubles).
+inline std::size_t packed_words(int n, int q) {
+    const std::size_t ints = static_cast<std::size_t>(q) + static_cast<std::size_t>(n) + 1;
+    return static_cast<std::size_t>(n + 2) * kRowStride + static_cast<std::size_t>(q) * kQueryStride + (ints + 1) / 2;
+}
 
 // A view of a packed plan at `base` (host or device memory).
 inline PlanView view_of(const void* base, int n, int q) {
@@ -34,31 +43,33 @@ inline PlanView view_of(const void* base, int n, int q) {
     v.q = q;
     v.rows = static_cast<const double*>(base);
     v.qcoef = v.rows + static_cast<std::size_t>(n + 2) * kRowStride;
-    v.qidx = reinterpret_cast<const int*>(v.qcoef + static_cast<std::size_t>(q) * kQueryStride);
+    v.qrow = reinterpret_cast<const int*>(v.qcoef + static_cast<std::size_t>(q) * kQueryStride);
+    v.by_k = v.qrow + q;
     return v;
 }
 
-// Where the per-column gamma vector lives while a column is processed.
+// Where the per-column vector z (forward substitution, float64, one per
+// interior knot) lives between the forward and the backward pass.
 enum class GammaStore : int {
-    Shared = 1,  // dynamic shared memory: tile x (n + 3) float64 per block
+    Shared = 1,  // dynamic shared memory: tile x n float64 per block
     Global = 2,  // a per-block slot of a global float64 scratch (large n)
 };
 
 struct LaunchConfig {
     GammaStore store = GammaStore::Shared;
     int tile = 32;        // columns per block = threads per block
-    int depth = 32;       // rows per cp.async group in the forward pass (2 groups in flight)
+    int depth = 32;       // rows of y per cp.async group (2 groups in flight), both passes
     long long grid = 1;   // blocks
     std::size_t shared_bytes = 0;  // Shared: gamma + ring; Global: ring only (see shared_bytes_for)
-    double* scratch = nullptr;     // Global only: grid x tile x (n + 3) doubles
+    double* scratch = nullptr;     // Global only: grid x tile x n doubles
 };
 
-// Dynamic shared memory of a launch: per column, the float64 gamma buffer
-// (n + 3 rows: knot r - 1 in row r, zero padded) when it lives in shared
-// memory, plus the staging ring of 2 x depth elements of the data type.
+// Dynamic shared memory of a launch: per column, the float64 z vector (n
+// rows) when it lives in shared memory, plus the staging ring of 2 x depth
+// elements of the data type.
 inline std::size_t shared_bytes_for(GammaStore store, int n, int tile, int depth, std::size_t elem) {
-    const std::size_t gamma = store == GammaStore::Shared ? static_cast<std::size_t>(n + 3) * 8 : 0;
-    return static_cast<std::size_t>(tile) * (gamma + 2 * static_cast<std::size_t>(depth) * elem);
+    const std::size_t z = store == GammaStore::Shared ? static_cast<std::size_t>(n) * 8 : 0;
+    return static_cast<std::size_t>(tile) * (z + 2 * static_cast<std::size_t>(depth) * elem);
 }
 
 // Raises the dynamic shared-memory limit of the kernels on the current device
