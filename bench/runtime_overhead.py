@@ -77,8 +77,8 @@ class ThreadsFloor:
         self.outputs = np.empty((N, 1, 10), np.float32)
         self.answers = queue.Queue()
         self.tasks = [queue.SimpleQueue() for _ in range(N)]
-        self.cancelled = -1
-        self.stop = [threading.Event() for _ in range(N)]    # set: the round is over
+        self.over = threading.Condition()      # notified when a round is over
+        self.cancelled = -1                    # rounds <= this are over
         self.threads = [threading.Thread(target=self._worker, args=(j,), daemon=True) for j in range(N)]
         for t in self.threads:
             t.start()
@@ -89,9 +89,9 @@ class ThreadsFloor:
             if task is None:
                 return
             r, delay = task
-            if delay > 0:
-                self.stop[j].wait(delay)
-            if r <= self.cancelled:
+            with self.over:                    # sleep the delay unless the round ends first
+                self.over.wait_for(lambda: self.cancelled >= r, timeout=delay)
+            if self.cancelled >= r:
                 continue
             self.outputs[j] = self.model(self.inputs[j])
             self.answers.put((r, j))
@@ -100,22 +100,22 @@ class ThreadsFloor:
         coded = self.code.encode(np.ascontiguousarray(X.reshape((1, self.K) + SHAPE).swapaxes(0, 1)))
         self.inputs[...] = coded
         for j in range(self.N):
-            self.stop[j].clear()
             self.tasks[j].put((r, float(delays[j])))
         got = []
         while len(got) < self.N - self.S:
             rr, j = self.answers.get()
             if rr == r:
                 got.append(j)
-        self.cancelled = r
-        for ev in self.stop:
-            ev.set()
+        with self.over:
+            self.cancelled = r
+            self.over.notify_all()
         est = self.code.decode(self.outputs[got], got)
         return est.swapaxes(0, 1).reshape(self.K, 10)
 
     def close(self):
-        for ev in self.stop:
-            ev.set()
+        with self.over:
+            self.cancelled = 1 << 60
+            self.over.notify_all()
         for q in self.tasks:
             q.put(None)
 
@@ -167,7 +167,6 @@ def run_threads(N, K, S, rounds, simulate, X):
             if r >= 20:
                 over.append(total - (kth_delay(delays, N - S) if simulate == "sleep" else 0.0))
     finally:
-        floor.cancelled = 1 << 40
         floor.close()
     return over
 

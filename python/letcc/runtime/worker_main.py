@@ -200,10 +200,13 @@ def _exit_when_master_dies(lifeline) -> None:
 
 
 def _batch_scheduling() -> None:
-    """Linux SCHED_BATCH: a worker woken by the master's task message does not
-    preempt the master on its core (it runs once the master blocks or another
-    core is free). Without it, on a machine with fewer cores than workers, each
-    of the master's N task writes can cost a context switch."""
+    """Opt-in (LETCC_WORKER_SCHED_BATCH=1, Linux): SCHED_BATCH workers do not preempt
+    the master on its core when its task message wakes them, which saves context
+    switches while the master dispatches. Off by default: on a shared, loaded
+    machine batch-scheduled workers lose CPU to everything else and rounds got
+    slower in measurements here (bench/runtime_overhead.py)."""
+    if os.environ.get("LETCC_WORKER_SCHED_BATCH", "0") != "1":
+        return
     if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_BATCH"):
         try:
             os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
