@@ -203,6 +203,45 @@ def test_emulate_rejects_bad_arguments():
         mod.emulate(x[::-1].copy(), np.ones(5), 0.0, np.array([0.5]), np.ones((5, 3)))
 
 
+@pytest.mark.parametrize("f64", [False, True])
+def test_launch_configuration_is_valid_for_every_size(f64):
+    mod = _cuda_module()
+    elem = 8 if f64 else 4
+    for optin in (232448, 166912, 101376):  # per-block opt-in shared memory: H100/H200, A100, sm_86
+        for n in range(1, 1025):
+            for m in (1, 31, 33, 65, 70, 96, 1000, 10**6, 1 << 24):
+                c = mod.choose_launch(n, m, f64, shared_optin=optin, sm_count=132, global_blocks_per_sm=3)
+                depth, tile = c["depth"], c["tile"]
+                assert 1 <= depth <= 64 and tile in (32, 64, 128, 256)
+                assert tile == 32 or tile // 2 < m, "no wider than the data needs"
+                shared = 32 * (8 * n + 2 * depth * elem) <= optin
+                assert c["store"] == ("shared" if shared else "global"), (n, m, optin)
+                z = 8 * n if shared else 0
+                assert c["shared_bytes"] == tile * (z + 2 * depth * elem) <= optin
+                tiles = -(-m // tile)
+                if shared:
+                    assert c["grid"] == tiles
+                else:
+                    assert 1 <= c["grid"] <= min(tiles, 132 * 3)
+                    assert c["grid"] == 1 or c["grid"] * tile * n * 8 <= 256 << 20
+
+
+def test_launch_configuration_overrides():
+    mod = _cuda_module()
+    c = mod.choose_launch(100, 10**6, False, store=2, tile=128, depth=8)
+    assert (c["store"], c["tile"], c["depth"]) == ("global", 128, 8)
+    c = mod.choose_launch(100, 10**6, True, store=1, tile=256, depth=64)
+    assert c["store"] == "shared" and c["shared_bytes"] <= 232448  # tile narrowed to fit
+    with pytest.raises(ValueError, match="too large for the shared-memory kernel"):
+        mod.choose_launch(1024, 10**6, False, store=1)
+    with pytest.raises(ValueError, match="tile must be"):
+        mod.choose_launch(16, 100, False, tile=96)
+    with pytest.raises(ValueError, match="depth must be"):
+        mod.choose_launch(16, 100, False, depth=65)
+    with pytest.raises(ValueError, match="store must be"):
+        mod.choose_launch(16, 100, False, store=3)
+
+
 # ---------------------------------------------------------------- on a GPU
 
 

@@ -32,7 +32,9 @@ F64Array vector_arg(const py::array& a, const char* name) {
 
 Tuning tuning(int store, int tile, int depth) {
     if (store < 0 || store > 2) throw py::value_error("store must be 0 (auto), 1 (shared) or 2 (global), got " + std::to_string(store));
-    if (depth < 0 || depth > 64) throw py::value_error("depth must be in 0..64, got " + std::to_string(depth));
+    if (depth < 0 || depth > 64) throw py::value_error("depth must be in 0..64 (0 = automatic), got " + std::to_string(depth));
+    if (tile != 0 && tile != 32 && tile != 64 && tile != 128 && tile != 256)
+        throw py::value_error("tile must be 0 (automatic), 32, 64, 128 or 256, got " + std::to_string(tile));
     Tuning t;
     t.store = store;
     t.tile = tile;
@@ -75,6 +77,16 @@ py::array emulate(const py::array& x, const py::array& w, double lam, const py::
     return std::move(out);
 }
 
+py::dict config_dict(const LaunchConfig& c) {
+    py::dict d;
+    d["store"] = c.store == GammaStore::Shared ? "shared" : "global";
+    d["tile"] = c.tile;
+    d["depth"] = c.depth;
+    d["grid"] = c.grid;
+    d["shared_bytes"] = c.shared_bytes;
+    return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_cuda, mod) {
@@ -102,6 +114,17 @@ PYBIND11_MODULE(_cuda, mod) {
         return v;
     });
     mod.attr("compiled_archs") = LETCC_CUDA_ARCHS;
+    mod.def(
+        "choose_launch",
+        [](int n, long long m, bool f64, int store, int tile, int depth, int sm_count, std::size_t shared_optin,
+           int global_blocks_per_sm) {
+            if (n < 1 || m < 0) throw py::value_error("need n >= 1 and m >= 0");
+            return config_dict(letcc::cuda::choose_launch(n, m, f64 ? 8 : 4, tuning(store, tile, depth), sm_count,
+                                                          shared_optin, global_blocks_per_sm));
+        },
+        py::arg("n"), py::arg("m"), py::arg("f64"), py::arg("store") = 0, py::arg("tile") = 0, py::arg("depth") = 0,
+        py::arg("sm_count") = 132, py::arg("shared_optin") = 232448, py::arg("global_blocks_per_sm") = 4,
+        "the launch configuration for a device described by its numbers (defaults: H100/H200)");
     mod.def("emulate", &emulate, py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("at"), py::arg("y"),
             py::arg("tile") = 32, py::arg("depth") = 32,
             "the kernels' per-column code run on the host, for checks without a GPU");
@@ -128,14 +151,7 @@ PYBIND11_MODULE(_cuda, mod) {
         .def(
             "config",
             [](const DevicePlan& p, long long m, bool f64, int store, int tile, int depth) {
-                const LaunchConfig c = p.config(m, f64, tuning(store, tile, depth));
-                py::dict d;
-                d["store"] = c.store == GammaStore::Shared ? "shared" : "global";
-                d["tile"] = c.tile;
-                d["depth"] = c.depth;
-                d["grid"] = c.grid;
-                d["shared_bytes"] = c.shared_bytes;
-                return d;
+                return config_dict(p.config(m, f64, tuning(store, tile, depth)));
             },
             py::arg("m"), py::arg("f64"), py::arg("store") = 0, py::arg("tile") = 0, py::arg("depth") = 0,
             "the launch configuration apply would use");

@@ -195,44 +195,53 @@ void DevicePlan::note_use(cudaStream_t stream) {
     uses_.emplace_back(stream, ev);
 }
 
-LaunchConfig DevicePlan::config(long long m, bool f64, const Tuning& t) const {
-    const int n = view_.n;
-    const std::size_t elem = f64 ? 8 : 4;
+LaunchConfig choose_launch(int n, long long m, std::size_t elem, const Tuning& t, int sm_count,
+                           std::size_t shared_optin, int global_blocks_per_sm) {
+    if (t.tile != 0 && t.tile != 32 && t.tile != 64 && t.tile != 128 && t.tile != 256)
+        throw std::invalid_argument("tile must be 32, 64, 128 or 256, got " + std::to_string(t.tile));
+    if (t.depth < 0 || t.depth > 64) throw std::invalid_argument("depth must be in 1..64, got " + std::to_string(t.depth));
     LaunchConfig c;
-    c.depth = t.depth > 0 ? std::min(t.depth, 64) : std::min(32, std::max(1, n));
-    const std::size_t smallest = shared_bytes_for(GammaStore::Shared, n, 32, c.depth, elem);
-    const bool shared_fits = smallest <= shared_optin_;
+    c.depth = t.depth > 0 ? t.depth : std::min(32, std::max(1, n));
+    const bool shared_fits = shared_bytes_for(GammaStore::Shared, n, 32, c.depth, elem) <= shared_optin;
     c.store = (t.store == 2 || (t.store == 0 && !shared_fits)) ? GammaStore::Global : GammaStore::Shared;
     if (c.store == GammaStore::Shared && !shared_fits)
         throw std::invalid_argument("n = " + std::to_string(n) + " is too large for the shared-memory kernel on this device");
-    const long long m32 = std::max<long long>(32, (m + 31) / 32 * 32);
-    if (c.store == GammaStore::Shared) {
-        if (t.tile > 0) {
-            c.tile = t.tile;
-        } else {
-            const std::size_t per_col = shared_bytes_for(GammaStore::Shared, n, 1, c.depth, elem);
-            c.tile = std::min(256, std::max(32, pow2_floor(kTargetBlockShared / per_col)));
-        }
-        c.tile = static_cast<int>(std::min<long long>(c.tile, m32));
-        c.shared_bytes = shared_bytes_for(GammaStore::Shared, n, c.tile, c.depth, elem);
-        if (c.shared_bytes > shared_optin_) {
-            c.tile = 32;
-            c.shared_bytes = shared_bytes_for(GammaStore::Shared, n, c.tile, c.depth, elem);
-        }
-        c.grid = (m + c.tile - 1) / c.tile;
+    if (t.tile > 0) {
+        c.tile = t.tile;
+    } else if (c.store == GammaStore::Shared) {
+        const std::size_t per_col = shared_bytes_for(GammaStore::Shared, n, 1, c.depth, elem);
+        c.tile = std::min(256, std::max(32, pow2_floor(kTargetBlockShared / per_col)));
     } else {
-        c.tile = static_cast<int>(std::min<long long>(t.tile > 0 ? t.tile : 64, m32));
-        c.shared_bytes = shared_bytes_for(GammaStore::Global, n, c.tile, c.depth, elem);
-        int per_sm = 0;
-        LETCC_CUDA_CHECK(global_blocks_per_sm(f64, c.tile, c.shared_bytes, &per_sm));
+        c.tile = 64;
+    }
+    // No wider than the data (the smallest power of two >= m, at least 32),
+    // and narrow enough for the block's shared memory.
+    int cap = 32;
+    while (cap < m && cap < 256) cap *= 2;
+    c.tile = std::min(c.tile, cap);
+    while (c.tile > 32 && shared_bytes_for(c.store, n, c.tile, c.depth, elem) > shared_optin) c.tile /= 2;
+    c.shared_bytes = shared_bytes_for(c.store, n, c.tile, c.depth, elem);
+    const long long ntiles = (m + c.tile - 1) / c.tile;
+    if (c.store == GammaStore::Shared) {
+        c.grid = std::max<long long>(ntiles, 1);
+    } else {
+        // Persistent grid: as many blocks as fit at once, and a bounded scratch.
         const long long slot = static_cast<long long>(c.tile) * n * 8;
-        const long long ntiles = (m + c.tile - 1) / c.tile;
-        long long g = std::min<long long>(ntiles, static_cast<long long>(sm_count_) * std::max(per_sm, 1));
-        g = std::min<long long>(g, std::max<long long>(1, static_cast<long long>(kMaxScratchBytes) / slot));
+        long long g = std::min<long long>(ntiles, static_cast<long long>(sm_count) * std::max(global_blocks_per_sm, 1));
+        g = std::min<long long>(g, static_cast<long long>(kMaxScratchBytes) / slot);
         c.grid = std::max<long long>(g, 1);
     }
-    if (c.tile != 32 && c.tile != 64 && c.tile != 128 && c.tile != 256)
-        throw std::invalid_argument("tile must be 32, 64, 128 or 256, got " + std::to_string(c.tile));
+    return c;
+}
+
+LaunchConfig DevicePlan::config(long long m, bool f64, const Tuning& t) const {
+    const std::size_t elem = f64 ? 8 : 4;
+    LaunchConfig c = choose_launch(view_.n, m, elem, t, sm_count_, shared_optin_, 1);
+    if (c.store == GammaStore::Global) {
+        int per_sm = 0;
+        LETCC_CUDA_CHECK(global_blocks_per_sm(f64, c.tile, c.shared_bytes, &per_sm));
+        c = choose_launch(view_.n, m, elem, t, sm_count_, shared_optin_, per_sm);
+    }
     return c;
 }
 

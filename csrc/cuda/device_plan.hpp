@@ -35,6 +35,13 @@ struct PackedPlan {
 };
 PackedPlan pack_plan(const double* x, const double* w, std::size_t n, double lam, const double* at, std::size_t q);
 
+// The launch configuration for n knots and m columns of `elem`-byte data on
+// a device with `sm_count` multiprocessors and `shared_optin` bytes of shared
+// memory per block; `global_blocks_per_sm` is the occupancy of the
+// global-scratch kernel (used only when z goes to the global scratch).
+LaunchConfig choose_launch(int n, long long m, std::size_t elem, const Tuning& t, int sm_count,
+                           std::size_t shared_optin, int global_blocks_per_sm);
+
 class DevicePlan {
 public:
     DevicePlan(const double* x, const double* w, std::size_t n, double lam, const double* at, std::size_t q,
