@@ -93,6 +93,18 @@ def test_reports_no_device_on_a_machine_without_gpu():
         assert error, "with no driver the runtime must report an error"
 
 
+def test_missing_module_is_reported_not_raised(monkeypatch):
+    monkeypatch.setitem(sys.modules, "letcc._cuda", None)  # makes `from letcc import _cuda` fail
+    cuda_dispatch._status.cache_clear()
+    try:
+        assert cuda_dispatch.cuda_available() is False
+        assert "built without its CUDA module" in cuda_dispatch.cuda_unavailable_reason()
+        assert cuda_dispatch.gpu_info()["built"] is False
+    finally:
+        monkeypatch.undo()
+        cuda_dispatch._status.cache_clear()
+
+
 class _FakeDeviceArray:
     """Looks like a GPU array (has __cuda_array_interface__) but is not one."""
 
