@@ -95,6 +95,7 @@ def test_reports_no_device_on_a_machine_without_gpu():
 
 def test_missing_module_is_reported_not_raised(monkeypatch):
     monkeypatch.setitem(sys.modules, "letcc._cuda", None)  # makes `from letcc import _cuda` fail
+    monkeypatch.delattr(letcc, "_cuda", raising=False)
     cuda_dispatch._status.cache_clear()
     try:
         assert cuda_dispatch.cuda_available() is False
