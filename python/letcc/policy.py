@@ -1,50 +1,60 @@
 """Lam policies for LeTCC: the decoder's smoothing chosen from what it sees.
 
-A lam policy answers, on every decode, "which lam_dec for this answering set?"
-from what the decoder knows without looking at the outputs: the nodes of the
-workers that answered (their number |F| and their largest gap g), N and K. It
-also fixes lam_enc once per code. `LamPolicy` is the calibrated one:
+A lam policy answers, on every decode, "which lam_dec for this answering
+set?" from what the decoder knows before looking at the outputs: the nodes of
+the workers that answered, N and K. `LamPolicy` reads two numbers off the
+answering nodes b_1 < ... < b_m (on [-1, 1]):
 
-    lam_dec = c(S) * g**3,        S = N - |F| (how many did not answer)
+    g   = max_i (b_{i+1} - b_i)            the largest hole stragglers left inside
+    d   = max(b_1 + 1, 1 - b_m)            how far the outermost answer is from the end
+    phi = max(g, a * d)                    the "effective gap" (a = END_FACTOR = 8 by default)
 
-with c(S) a small table per (K, N), non-decreasing in S, so lam grows both
-with the number of stragglers and with the holes they leave (monotone in both,
-by construction). Why g**3: the Reinsch system R + lam Q^T Q balances its two
-parts at lam ~ h^3 (letcc.codes.lam_defaults explains the rate argument). Why
-c depends on S as well: on classifier outputs (softmax, nearly piecewise
-constant along the encoder curve) the best c grows with S; a single c either
-over-smooths with few stragglers or under-smooths with many (measured in
-bench/results/lambda.md).
+and returns lam_dec = psi(phi) with psi non-decreasing: more stragglers only
+remove nodes, which can only widen phi, so more stragglers and larger gaps
+always give at least as much smoothing (monotone by construction).
 
-Three ways to get one:
+Why phi: the Reinsch system R + lam Q^T Q balances its two parts at lam ~ h^3
+for spacing h, so lam = c * g^3 keeps the smoother's bandwidth a fixed multiple
+of the gap (letcc.codes.lam_defaults has the rate argument). Missing *end*
+workers are worse than an inner hole of the same width: the decoder then
+extrapolates linearly to the outer alphas, which sit where the Chebyshev nodes
+(and the inputs along the encoder curve) are densest. Counting the end distance
+a = 8 times (measured: a in 6..8 was best on LeNet-5 and did not hurt
+elsewhere, bench/results/lambda.md) lifts LeTCC over BACC where an end run
+is missing at S near N/2. Given phi, the number of answers |F| adds nothing
+measurable (a (|F|, phi) table fitted per cell gained about 1%).
 
-- ``LamPolicy()`` - the uncalibrated default: c(S) from a formula in the
-  fraction of missing workers S / N, fitted to the per-S optima of three
-  trained models (LeNet-5/MNIST, RepVGG, a small ViT; bench/lambda_policy.py);
-- ``LamPolicy.calibrate(f, X_calib, K, N, target="mse" | "relacc")`` - c(S)
-  chosen per straggler count on a small calibration batch by the scheme's own
-  end-to-end error (grid of c, same straggler sets for every c, a
-  non-decreasing path through the grid found by dynamic programming); a few
-  seconds plus N * len(X_calib) / K forward passes of f per lam_enc tried;
-- ``LamPolicy.load(path)`` - a calibration saved with ``save(path)`` (JSON).
+Three ways to get a policy:
 
-target="mse" minimises the mean squared error of the decoded outputs;
-target="relacc" maximises the accuracy of their argmax (needs labels), with
-the MSE breaking ties. The two disagree at large S (the MSE-best lam smooths
-the outputs towards a line and blurs the argmax there; see lambda.md).
+- ``LamPolicy()``, the uncalibrated default: psi(phi) = c0 * phi^3 with c0 = DEFAULT_C0,
+  fitted to three trained models (LeNet-5/MNIST, RepVGG, a small ViT) and two
+  (K, N) pairs (bench/lambda_policy.py, lambda.md);
+- ``LamPolicy.calibrate(f, X_calib, K, N, target="mse" | "relacc")``: psi
+  tabulated for (K, N) on a small calibration batch: decode it from many
+  straggler sets (the same sets for every lam), score each set's error on a
+  grid of lam, bin the sets by phi, and pick one lam per bin, non-decreasing
+  across bins (dynamic programming over the grid); a few seconds plus one pass
+  of f over the coded calibration batch per lam_enc tried;
+- ``LamPolicy.load(path)``: a policy saved with ``save(path)`` (JSON).
 
-``noise="gcv"`` makes lam_dec return None: GCV on every decode's outputs
-(letcc.select_lam_gcv). That is the right choice when worker outputs carry
-noise of unknown size (GCV estimates it), and the wrong one for pure coding
-error, where it picks lam poorly (lambda.md, "GCV"). With noise of a known
-size, calibrate with ``noise_sigma``.
+target="mse" minimises the decoded outputs' mean squared error (each straggler
+count weighted equally); target="relacc" maximises their argmax accuracy
+against labels (MSE breaks ties). They disagree at large S: smoothing pulls an
+estimate towards its neighbours' outputs, which lowers the MSE but moves the
+argmax (measured in lambda.md).
 
-Per decode the policy costs one pass over the |F| nodes (largest gap) and a
-table lookup; no search. lam is scipy's ``make_smoothing_spline`` lam (plain
-sum in the data term, no 1/n), on nodes in [-1, 1].
+``noise="gcv"`` makes lam_dec return None, i.e. GCV on each decode's outputs
+(letcc.select_lam_gcv): right when worker outputs carry noise of unknown size
+(GCV estimates it), wrong for pure coding error, where it picks lam poorly
+(lambda.md, "GCV"). With noise of a known size, calibrate with ``noise_sigma``.
+
+Per decode the policy costs one pass over the |F| nodes and a bisection in a
+short table: no search. lam is scipy's ``make_smoothing_spline`` lam (plain sum
+in the data term, no 1/n), on nodes in [-1, 1].
 """
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import numbers
@@ -60,47 +70,52 @@ from letcc.splines import SplineSmoother
 from letcc.splines._validation import as_lam
 from letcc.stragglers import FixedCount, StragglerModel
 
-__all__ = ["LamPolicy", "DEFAULT_C_GRID", "decode_scores", "straggler_sets"]
+__all__ = ["LamPolicy", "effective_gap", "DEFAULT_C0", "END_FACTOR", "DEFAULT_LAM_GRID",
+           "decode_errors", "straggler_sets"]
 
 FORMAT = "letcc.LamPolicy/1"
 TARGETS = ("mse", "relacc")
 NOISE_MODES = ("ignore", "gcv")
 
-# c on a quarter-decade grid, and 0 (interpolation). lam = c g^3 with g the
-# largest gap on [-1, 1]; the optima measured on trained classifiers lie in
-# 1e-5 .. 1e0, the grid leaves room on both sides.
-DEFAULT_C_GRID = np.concatenate(([0.0], 10.0 ** np.arange(-7.0, 2.01, 0.25)))
+# The uncalibrated default psi(phi) = DEFAULT_C0 * phi^3, and the weight of the
+# end distance in phi. Fitted in bench/lambda_policy.py (see lambda.md).
+DEFAULT_C0 = 5e-4
+END_FACTOR = 8.0
 
-# The uncalibrated default: log10 c = DEFAULT_LOG10_C0 + DEFAULT_SLOPE * S / N,
-# capped at DEFAULT_LOG10_C_MAX. Fitted in bench/lambda_policy.py (see lambda.md).
-DEFAULT_LOG10_C0 = -3.5
-DEFAULT_SLOPE = 4.0
-DEFAULT_LOG10_C_MAX = -1.0
+# Candidate lam_dec for calibration: 0 (interpolation) and 1e-10 .. 1e1 in
+# quarter decades. Measured optima on trained classifiers lie in 1e-7 .. 1e-1.
+DEFAULT_LAM_GRID = np.concatenate(([0.0], 10.0 ** np.arange(-10.0, 1.01, 0.25)))
+# Width of a calibration bin in log10(phi) (a factor 1.26), and the fewest
+# straggler sets a bin must hold; sparser bins join their neighbour.
+BIN_WIDTH = 0.1
+MIN_SETS_PER_BIN = 6
 
 
 # ---------------------------------------------------------------- validation
 
 def _count(v, name: str, minimum: int = 1) -> int:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral,)):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {type(v).__name__} {v!r}")
     if v < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {v!r}")
     return int(v)
 
 
-def _target(target) -> str:
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
-    return target
+def _real(v, name: str, minimum: float = 0.0) -> float:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite real number, got {v!r}")
+    if v < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {v!r}")
+    return float(v)
 
 
-def _noise_mode(noise) -> str:
-    if noise not in NOISE_MODES:
-        raise ValueError(f"noise must be one of {NOISE_MODES}, got {noise!r}")
-    return noise
+def _choice(v, allowed, name: str) -> str:
+    if v not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {v!r}")
+    return v
 
 
-def _c_values(values, name: str) -> list[float]:
+def _lams(values, name: str) -> list[float]:
     out = []
     for i, v in enumerate(values):
         try:
@@ -110,117 +125,81 @@ def _c_values(values, name: str) -> list[float]:
     return out
 
 
+def effective_gap(beta_available, end_factor: float = END_FACTOR) -> float:
+    """phi = max(largest gap between consecutive nodes, end_factor * distance
+    from the outermost node to its end of [-1, 1]); nodes ascending."""
+    b = beta_available
+    m = b.shape[0]
+    g = float((b[1:] - b[:-1]).max()) if m > 1 else 0.0
+    d = max(float(b[0]) + 1.0, 1.0 - float(b[m - 1]), 0.0)
+    return max(g, end_factor * d)
+
+
 # ---------------------------------------------------------------- the policy
 
 class LamPolicy:
-    """lam_dec = c(S) * g**3 (S = N - |F| missing workers, g the largest gap
-    between answering nodes) and a fixed lam_enc; see the module docstring.
+    """lam_dec = psi(phi) (phi from `effective_gap`, psi non-decreasing) and a
+    fixed lam_enc; see the module docstring.
 
     Parameters
     ----------
     tables : dict, optional
-        {(K, N): {"S": [S_0 < S_1 < ...], "c": [c_0 <= c_1 <= ...], "lam_enc": float}}:
-        calibrated c per straggler count. A count between two calibrated ones
-        takes the lower one's c, a count above the last the last c, below the
-        first the first c. (K, N) pairs not in the table use the default
-        formula. Normally made by `calibrate` or `load`.
-    log10_c0, slope, log10_c_max : float
-        The uncalibrated formula log10 c = min(log10_c0 + slope * S / N, log10_c_max).
+        {(K, N): table} with table = {"edges": [e_0 < ... < e_n] (log10 phi
+        bin edges), "lam": [l_1 <= ... <= l_n] (lam per bin), "end_factor": a,
+        "lam_enc": float}: psi calibrated for (K, N). Inside bin i, lam = l_i;
+        below e_0 and above e_n lam scales like phi^3 from the nearest edge.
+        (K, N) pairs without a table use the default formula. Normally made by
+        `calibrate` or `load`.
+    c0 : float
+        The uncalibrated psi(phi) = c0 * phi^3.
+    end_factor : float
+        a in phi = max(g, a * d) for the default formula.
     lam_enc : float
-        Encoder lam for (K, N) pairs without a table (default 0: any encoder
-        smoothing moved the coded inputs off the inputs and cost MSE in every
-        measurement, DESIGN.md / rates.md).
+        Encoder lam for (K, N) pairs without a table (default 0: every encoder
+        smoothing tried moved the coded inputs off the inputs and cost MSE).
     noise : 'ignore' or 'gcv'
         'gcv': lam_dec returns None, i.e. GCV per decode (noisy workers).
     target : 'mse' or 'relacc'
-        What the tables were calibrated for (informational; recorded in save()).
+        What the tables were calibrated for (recorded by save()).
+    report : dict
+        Calibration record (scores, timings); saved with the policy.
     """
 
-    def __init__(self, tables=None, *, log10_c0: float = DEFAULT_LOG10_C0, slope: float = DEFAULT_SLOPE,
-                 log10_c_max: float = DEFAULT_LOG10_C_MAX, lam_enc: float = 0.0, noise: str = "ignore",
-                 target: str = "mse", report: dict | None = None):
-        for name, v in (("log10_c0", log10_c0), ("slope", slope), ("log10_c_max", log10_c_max)):
-            if not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v):
-                raise ValueError(f"{name} must be a finite real number, got {v!r}")
-        if slope < 0:
-            raise ValueError(f"slope must be >= 0 (more stragglers, more smoothing), got {slope!r}")
-        self.log10_c0, self.slope, self.log10_c_max = float(log10_c0), float(slope), float(log10_c_max)
+    def __init__(self, tables=None, *, c0: float = DEFAULT_C0, end_factor: float = END_FACTOR,
+                 lam_enc: float = 0.0, noise: str = "ignore", target: str = "mse", report: dict | None = None):
+        self.c0 = _real(c0, "c0")
+        self.end_factor = _real(end_factor, "end_factor")
         self._lam_enc = as_lam(lam_enc)
-        self.noise = _noise_mode(noise)
-        self.target = _target(target)
+        self.noise = _choice(noise, NOISE_MODES, "noise")
+        self.target = _choice(target, TARGETS, "target")
         self.tables: dict[tuple[int, int], dict] = {}
         for key, table in (tables or {}).items():
-            self.tables[self._key(key)] = self._checked_table(key, table)
-        # (K, N) -> list indexed by S of c (filled lazily; the per-decode lookup)
-        self._lookup: dict[tuple[int, int], list[float]] = {}
-        self.report = report or {}
-
-    # -- construction helpers ------------------------------------------------
-
-    @staticmethod
-    def _key(key) -> tuple[int, int]:
-        try:
-            K, N = key
-        except (TypeError, ValueError):
-            raise TypeError(f"table keys must be (K, N) pairs, got {key!r}") from None
-        return _count(K, "K"), _count(N, "N")
-
-    @staticmethod
-    def _checked_table(key, table) -> dict:
-        try:
-            S, c = list(table["S"]), table["c"]
-        except (TypeError, KeyError):
-            raise ValueError(f"table {key!r} must be a dict with 'S' and 'c' lists, got {table!r}") from None
-        S = [_count(s, f"table {key!r} S", 0) for s in S]
-        c = _c_values(c, f"table {key!r} c")
-        if not S or len(S) != len(c):
-            raise ValueError(f"table {key!r}: 'S' and 'c' must be non-empty and of equal length, "
-                             f"got {len(S)} and {len(c)}")
-        if any(b <= a for a, b in zip(S, S[1:])):
-            raise ValueError(f"table {key!r}: 'S' must be strictly increasing, got {S}")
-        if any(b < a for a, b in zip(c, c[1:])):
-            raise ValueError(f"table {key!r}: 'c' must be non-decreasing in S (more stragglers, "
-                             f"more smoothing), got {c}")
-        lam_enc = as_lam(table.get("lam_enc", 0.0))
-        return {"S": S, "c": c, "lam_enc": lam_enc}
+            self.tables[_key(key)] = _checked_table(key, table)
+        self.report = dict(report or {})
 
     # -- the protocol LeTCC calls --------------------------------------------
 
-    def c(self, S: int, N: int, K: int) -> float:
-        """The factor c in lam_dec = c * g**3 with S of N workers missing."""
-        table = self._lookup.get((K, N))
-        if table is None:
-            table = self._lookup[(K, N)] = self._build_lookup(K, N)
-        return table[S] if S < len(table) else table[-1]
-
-    def _build_lookup(self, K: int, N: int) -> list[float]:
-        t = self.tables.get((K, N))
-        if t is None:
-            return [self.default_c(S, N) for S in range(N)]
-        out = []
-        for S in range(N):
-            i = int(np.searchsorted(t["S"], S, side="right")) - 1
-            out.append(t["c"][max(i, 0)])
-        return out
-
-    def default_c(self, S: int, N: int) -> float:
-        """The uncalibrated formula: 10 ** min(log10_c0 + slope * S / N, log10_c_max)."""
-        return 10.0 ** min(self.log10_c0 + self.slope * S / N, self.log10_c_max)
-
     def lam_dec(self, beta_available: np.ndarray, N: int, K: int) -> float | None:
         """lam for the decoder of the workers at nodes ``beta_available``
-        (ascending), or None (GCV) when noise='gcv'."""
+        (ascending float64), or None (GCV) when noise='gcv'."""
         if self.noise == "gcv":
             return None
-        n = beta_available.shape[0]
-        if n < 3:
-            return 0.0  # a constant or a line: lam changes nothing
-        g = float((beta_available[1:] - beta_available[:-1]).max())
-        return self.c(N - n, N, K) * g * g * g
+        if beta_available.shape[0] < 3:
+            return 0.0  # one node: a constant, two: a line; lam changes nothing
+        t = self.tables.get((K, N))
+        if t is None:
+            phi = effective_gap(beta_available, self.end_factor)
+            return self.c0 * phi * phi * phi
+        return _table_lam(t, effective_gap(beta_available, t["end_factor"]))
 
     def lam_enc(self, K: int, N: int) -> float:
         t = self.tables.get((K, N))
         return self._lam_enc if t is None else t["lam_enc"]
+
+    def psi(self, phi: float, K: int, N: int) -> float:
+        """lam_dec as a function of the effective gap phi for (K, N)."""
+        t = self.tables.get((K, N))
+        return self.c0 * phi ** 3 if t is None else _table_lam(t, float(phi))
 
     def code(self, K: int, N: int, **kwargs) -> LeTCC:
         """A LeTCC(K, N) that uses this policy for both lams."""
@@ -233,9 +212,8 @@ class LamPolicy:
             "format": FORMAT,
             "target": self.target,
             "noise": self.noise,
-            "default": {"log10_c0": self.log10_c0, "slope": self.slope, "log10_c_max": self.log10_c_max,
-                        "lam_enc": self._lam_enc},
-            "tables": [{"K": K, "N": N, "S": t["S"], "c": t["c"], "lam_enc": t["lam_enc"]}
+            "default": {"c0": self.c0, "end_factor": self.end_factor, "lam_enc": self._lam_enc},
+            "tables": [{"K": K, "N": N, **{k: t[k] for k in ("edges", "lam", "end_factor", "lam_enc")}}
                        for (K, N), t in sorted(self.tables.items())],
             "report": self.report,
         }
@@ -244,11 +222,13 @@ class LamPolicy:
     def from_dict(cls, d: dict) -> "LamPolicy":
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             got = d.get("format") if isinstance(d, dict) else type(d).__name__
-            raise ValueError(f"not a saved LamPolicy (expected format {FORMAT!r}, got {got!r})")
+            raise ValueError(f"not a saved LamPolicy: expected format {FORMAT!r}, got {got!r}")
         dflt = d.get("default", {})
-        tables = {(t["K"], t["N"]): t for t in d.get("tables", [])}
-        return cls(tables, log10_c0=dflt.get("log10_c0", DEFAULT_LOG10_C0),
-                   slope=dflt.get("slope", DEFAULT_SLOPE), log10_c_max=dflt.get("log10_c_max", DEFAULT_LOG10_C_MAX),
+        try:
+            tables = {(t["K"], t["N"]): t for t in d.get("tables", [])}
+        except (TypeError, KeyError):
+            raise ValueError(f"saved LamPolicy tables must each have K and N, got {d.get('tables')!r}") from None
+        return cls(tables, c0=dflt.get("c0", DEFAULT_C0), end_factor=dflt.get("end_factor", END_FACTOR),
                    lam_enc=dflt.get("lam_enc", 0.0), noise=d.get("noise", "ignore"),
                    target=d.get("target", "mse"), report=d.get("report", {}))
 
@@ -258,63 +238,69 @@ class LamPolicy:
 
     @classmethod
     def load(cls, path) -> "LamPolicy":
+        """A policy written by save()."""
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, LamPolicy) and self.to_dict() == other.to_dict()
 
     def __repr__(self) -> str:
-        cal = ", ".join(f"(K={K}, N={N})" for K, N in sorted(self.tables)) or "none"
-        return (f"LamPolicy(calibrated for {cal}; default log10 c = min({self.log10_c0:g} + "
-                f"{self.slope:g} S/N, {self.log10_c_max:g}); target={self.target!r}, noise={self.noise!r})")
+        cal = ", ".join(f"(K={K}, N={N})" for K, N in sorted(self.tables)) or "nothing"
+        return (f"LamPolicy(calibrated for {cal}; default lam = {self.c0:g} * phi^3, "
+                f"end_factor={self.end_factor:g}; target={self.target!r}, noise={self.noise!r})")
 
     # -- calibration ---------------------------------------------------------
 
     @classmethod
     def calibrate(cls, f: Callable, X_calib, K: int, N: int, *, target: str = "mse", labels=None,
-                  stragglers=None, n_draws: int = 16, seed=0, c_grid=None, lam_enc_grid=(0.0,),
-                  noise_sigma: float = 0.0, monotone: bool = True, into: "LamPolicy | None" = None,
+                  stragglers=None, n_draws: int = 16, seed=0, lam_grid=None, lam_enc_grid=(0.0,),
+                  end_factors=(END_FACTOR,), noise_sigma: float = 0.0, into: "LamPolicy | None" = None,
                   alpha=None, beta=None) -> "LamPolicy":
-        """Calibrate c(S) (and lam_enc) for (K, N) on a calibration batch.
+        """Calibrate psi (and lam_enc) for (K, N) on a calibration batch.
 
         Parameters
         ----------
         f : callable
-            The workers' function, batched: (n, ...) -> (n, ...) (e.g. a
-            letcc.experiments LoadedModel giving softmax outputs).
+            The workers' function, batched: (n, ...) -> (n, ...), e.g. a
+            letcc.experiments LoadedModel (softmax outputs).
         X_calib : array (n, ...)
             Calibration samples, n // K rounds of K (a remainder is dropped).
             Keep them apart from the data you evaluate on.
         target : 'mse' or 'relacc'
-            Minimise the decoded outputs' MSE, or maximise their argmax
-            accuracy against ``labels`` (MSE breaks ties).
-        labels : (n,) ints, needed for target='relacc'.
-        stragglers : None, int, sequence of ints or StragglerModel(s)
-            Which answering sets to calibrate on. None: every S = 0 .. N // 2
-            (random sets); an int S_max: 0 .. S_max; a sequence of counts; a
-            letcc.stragglers model (or several), whose draws are grouped by
-            their number of stragglers. ``n_draws`` sets per count / model.
-        seed : seeds the straggler sets (and the noise). Same seed, same policy.
-        c_grid : candidate c values (default DEFAULT_C_GRID: 0 and 1e-7 .. 1e2).
-        lam_enc_grid : encoder lams to try (each costs one pass of f over the
-            coded calibration batch); default (0.0,).
-        noise_sigma : Gaussian noise added to the worker outputs (known noise).
-        monotone : force c(S) non-decreasing (default; the best path through
-            the grid under that constraint, by dynamic programming).
-        into : add this (K, N) table to a copy of an existing policy instead of
-            a new default one (one policy for several (K, N) pairs).
+            Minimise the decoded outputs' MSE (relative to the best lam at each
+            straggler count, so every count weighs the same), or maximise their
+            argmax accuracy against ``labels`` (MSE breaks ties).
+        labels : (n,) integer classes, needed for target='relacc'.
+        stragglers : None, int, sequence of ints and/or StragglerModels
+            The answering sets to calibrate on. None: every S = 0 .. N // 2
+            (uniformly random sets); an int S_max: 0 .. S_max; counts and
+            letcc.stragglers models (e.g. FixedCount(S, worst_case=True),
+            Bernoulli(p)). ``n_draws`` sets per count / model.
+        seed : seeds the straggler sets (and the noise): same seed, same policy.
+        lam_grid : candidate lam_dec (default DEFAULT_LAM_GRID: 0 and 1e-10 .. 10).
+        lam_enc_grid : encoder lams to try; each costs one pass of f over the
+            coded calibration batch. Default (0.0,).
+        end_factors : values of a in phi = max(g, a * d) to try (the best is kept).
+        noise_sigma : standard deviation of Gaussian noise to add to the worker
+            outputs, when the workers are known to be that noisy.
+        into : add this (K, N) table to a copy of an existing policy (one
+            policy for several (K, N) pairs) instead of the default one.
+        alpha, beta : the code's nodes, when not the defaults.
         """
         t0 = time.perf_counter()
         K, N = _count(K, "K"), _count(N, "N")
-        target = _target(target)
+        target = _choice(target, TARGETS, "target")
         n_draws = _count(n_draws, "n_draws")
-        grid = np.array(_c_values(DEFAULT_C_GRID if c_grid is None else c_grid, "c_grid"))
-        enc_grid = _c_values(lam_enc_grid, "lam_enc_grid")
-        if grid.size == 0 or len(enc_grid) == 0:
-            raise ValueError("c_grid and lam_enc_grid must not be empty")
-        noise_sigma = float(noise_sigma)
-        if not math.isfinite(noise_sigma) or noise_sigma < 0:
-            raise ValueError(f"noise_sigma must be finite and >= 0, got {noise_sigma!r}")
+        grid = np.array(_lams(DEFAULT_LAM_GRID if lam_grid is None else lam_grid, "lam_grid"))
+        enc_grid = _lams(lam_enc_grid, "lam_enc_grid")
+        factors = [_real(a, f"end_factors[{i}]") for i, a in enumerate(end_factors)]
+        if grid.size == 0 or not enc_grid or not factors:
+            raise ValueError("lam_grid, lam_enc_grid and end_factors must not be empty")
+        if np.any(np.diff(grid) <= 0):
+            raise ValueError("lam_grid must be strictly increasing")
+        noise_sigma = _real(noise_sigma, "noise_sigma")
+        if into is not None and not isinstance(into, LamPolicy):
+            raise TypeError(f"into must be a LamPolicy, got {type(into).__name__}")
         batches = as_batches(X_calib, K)
         lab = None
         if target == "relacc":
@@ -324,60 +310,150 @@ class LamPolicy:
         rng = np.random.default_rng(seed)
         by_count = straggler_sets(stragglers, N, n_draws, rng)
         noise_seed = int(rng.integers(2**31))
-        counts = sorted(by_count)
-        exact = exact_outputs(f, batches)
-        t_fwd = time.perf_counter() - t0
+        sets = [F for S in sorted(by_count) for F in by_count[S]]
+        counts = np.array([N - F.size for F in sets])
 
-        results = []  # per lam_enc: (mse (S, C), err_rate (S, C) or None)
-        fwd_seconds = t_fwd
+        forward = 0.0
+        t1 = time.perf_counter()
+        exact = exact_outputs(f, batches)
+        forward += time.perf_counter() - t1
+        best = None
         for le in enc_grid:
             code = LeTCC(K, N, lam_enc=le, lam_dec=0.0, alpha=alpha, beta=beta)
             t1 = time.perf_counter()
             outputs = worker_outputs(code, f, batches)
-            fwd_seconds += time.perf_counter() - t1
-            mse = np.empty((len(counts), grid.size))
-            err = np.empty_like(mse) if lab is not None else None
-            for i, S in enumerate(counts):
-                sc = decode_scores(code.beta, code.alpha, outputs, exact, by_count[S],
-                                   lambda g: grid * g ** 3, labels=lab, noise_sigma=noise_sigma,
-                                   noise_seed=noise_seed)
-                mse[i] = sc["mse"]
-                if err is not None:
-                    err[i] = 1.0 - sc["acc"]
-            results.append((mse, err))
-
-        # Score each (S, c): the MSE relative to the best at that S (every count
-        # weighs the same); for relacc the error rate, with the relative MSE as
-        # a tie-breaker far below one image's worth of accuracy.
-        best_mse = np.min([m for m, _ in results], axis=0).min(axis=1, keepdims=True)
-        best_mse = np.where(best_mse > 0, best_mse, 1.0)
-        choice = None
-        for e, (mse, err) in enumerate(results):
-            cost = mse / best_mse if err is None else err + 1e-6 * mse / best_mse
-            path, total = _best_path(cost, monotone)
-            if choice is None or total < choice[2] - 1e-12:
-                choice = (e, path, total)
-        e, path, _ = choice
-        mse, err = results[e]
-        table = {"S": counts, "c": [float(grid[j]) for j in path], "lam_enc": enc_grid[e]}
+            forward += time.perf_counter() - t1
+            err = decode_errors(code.beta, code.alpha, outputs, exact, sets, lambda nodes: grid,
+                                labels=lab, noise_sigma=noise_sigma, noise_seed=noise_seed)
+            # per-set cost of each lam
+            if target == "mse":
+                ref = np.empty(len(sets))
+                for S in np.unique(counts):
+                    m = counts == S
+                    ref[m] = max(err["mse"][m].mean(axis=0).min(), 1e-300)
+                cost = err["mse"] / ref[:, None]
+            else:
+                cost = (1.0 - err["acc"]) + 1e-6 * err["mse"] / max(err["mse"].min(), 1e-300)
+            for a in factors:
+                phis = np.array([effective_gap(code.beta[F], a) for F in sets])
+                edges, members = _bins(phis)
+                bin_cost = np.array([cost[m].sum(axis=0) for m in members])
+                path, total = _best_path(bin_cost, monotone=True)
+                if best is None or total < best["total"] - 1e-9 * abs(total):
+                    best = {"total": total, "lam_enc": le, "end_factor": a, "edges": edges,
+                            "lam": [float(grid[j]) for j in path], "err": err, "phis": phis}
+        table = {"edges": best["edges"], "lam": best["lam"], "end_factor": best["end_factor"],
+                 "lam_enc": best["lam_enc"]}
         seconds = time.perf_counter() - t0
         report = {
             "K": K, "N": N, "target": target, "seed": seed if isinstance(seed, int) else None,
-            "rounds": int(batches.shape[0]), "draws_per_count": n_draws, "noise_sigma": noise_sigma,
-            "c_grid": [float(c) for c in grid], "lam_enc_grid": enc_grid, "counts": counts,
-            "mse": mse.tolist(), "err_rate": None if err is None else err.tolist(),
-            "per_count_best_c": [float(grid[j]) for j in np.argmin(mse if err is None else
-                                                                    err + 1e-6 * mse / best_mse, axis=1)],
-            "seconds": round(seconds, 3), "forward_seconds": round(fwd_seconds, 3),
+            "rounds": int(batches.shape[0]), "sets": len(sets), "draws_per_count": n_draws,
+            "counts": sorted(int(S) for S in by_count), "noise_sigma": noise_sigma,
+            "lam_enc_grid": enc_grid, "end_factors": factors, "lam_grid_size": int(grid.size),
+            "seconds": round(seconds, 3), "forward_seconds": round(forward, 3),
         }
-        base = into.to_dict() if into is not None else cls(target=target).to_dict()
-        policy = cls.from_dict(base)
-        policy.tables[(K, N)] = cls._checked_table((K, N), table)
-        policy._lookup.clear()
+        policy = cls.from_dict(into.to_dict() if into is not None else cls(target=target).to_dict())
+        policy.tables[(K, N)] = _checked_table((K, N), table)
         policy.target = target
-        policy.report = dict(policy.report)
         policy.report[f"{K},{N}"] = report
         return policy
+
+
+# ---------------------------------------------------------------- tables
+
+def _key(key) -> tuple[int, int]:
+    try:
+        K, N = key
+    except (TypeError, ValueError):
+        raise TypeError(f"table keys must be (K, N) pairs, got {key!r}") from None
+    return _count(K, "K"), _count(N, "N")
+
+
+def _checked_table(key, table) -> dict:
+    try:
+        edges = [float(e) for e in table["edges"]]
+        lam = _lams(table["lam"], f"table {key!r} lam")
+    except (TypeError, KeyError):
+        raise ValueError(f"table {key!r} must be a dict with 'edges' and 'lam' lists, got {table!r}") from None
+    if len(lam) < 1 or len(edges) != len(lam) + 1:
+        raise ValueError(f"table {key!r}: need n >= 1 lams and n + 1 edges, got {len(lam)} and {len(edges)}")
+    if not all(math.isfinite(e) for e in edges) or any(b <= a for a, b in zip(edges, edges[1:])):
+        raise ValueError(f"table {key!r}: 'edges' must be finite and strictly increasing, got {edges}")
+    if any(b < a for a, b in zip(lam, lam[1:])):
+        raise ValueError(f"table {key!r}: 'lam' must be non-decreasing (larger gaps, more smoothing), got {lam}")
+    return {"edges": edges, "lam": lam, "end_factor": _real(table.get("end_factor", END_FACTOR), "end_factor"),
+            "lam_enc": as_lam(table.get("lam_enc", 0.0))}
+
+
+def _table_lam(t: dict, phi: float) -> float:
+    edges, lam = t["edges"], t["lam"]
+    if phi <= 0.0:
+        return 0.0
+    x = math.log10(phi)
+    if x < edges[0]:  # below the calibrated range: scale like phi^3 down from the edge
+        return lam[0] * 10.0 ** (3.0 * (x - edges[0]))
+    if x >= edges[-1]:  # above: like phi^3 up from the last edge
+        return lam[-1] * 10.0 ** (3.0 * (x - edges[-1]))
+    return lam[bisect.bisect_right(edges, x) - 1]
+
+
+def _bins(phis: np.ndarray) -> tuple[list[float], list[np.ndarray]]:
+    """Bins of width BIN_WIDTH in log10(phi) holding >= MIN_SETS_PER_BIN sets
+    each (sparse ones merged into the neighbour towards the middle): (edges,
+    per-bin boolean member masks)."""
+    x = np.log10(np.maximum(phis, 1e-300))
+    lo = math.floor(x.min() / BIN_WIDTH) * BIN_WIDTH
+    n = max(1, int(math.floor((x.max() - lo) / BIN_WIDTH)) + 1)
+    edges = [lo + i * BIN_WIDTH for i in range(n + 1)]
+    idx = np.minimum(((x - lo) / BIN_WIDTH).astype(int), n - 1)
+    counts = [int(np.sum(idx == i)) for i in range(n)]
+    groups = [[i] for i in range(n)]
+    # merge sparse end bins inwards, then sparse inner bins into the fuller neighbour
+    while len(groups) > 1:
+        sizes = [sum(counts[i] for i in g) for g in groups]
+        sparse = [j for j, s in enumerate(sizes) if s < MIN_SETS_PER_BIN]
+        if not sparse:
+            break
+        j = sparse[0]
+        if j == 0:
+            k = 1
+        elif j == len(groups) - 1:
+            k = j - 1
+        else:
+            k = j - 1 if sizes[j - 1] >= sizes[j + 1] else j + 1
+        a, b = min(j, k), max(j, k)
+        groups[a:b + 1] = [groups[a] + groups[b]]
+    out_edges = [edges[g[0]] for g in groups] + [edges[groups[-1][-1] + 1]]
+    members = [np.isin(idx, g) for g in groups]
+    return [round(e, 12) for e in out_edges], members
+
+
+def _best_path(cost: np.ndarray, monotone: bool = True) -> tuple[list[int], float]:
+    """A grid index per row minimising the summed cost; with monotone=True the
+    indices must be non-decreasing along the rows (dynamic programming)."""
+    rows, cols = cost.shape
+    if not monotone:
+        path = [int(j) for j in np.argmin(cost, axis=1)]
+        return path, float(cost[np.arange(rows), path].sum())
+    total = cost[0].astype(np.float64).copy()
+    back = np.zeros((rows, cols), dtype=np.int64)
+    for i in range(1, rows):
+        # best predecessor with index <= j: a running argmin of `total`
+        run = np.zeros(cols, dtype=np.int64)
+        best = 0
+        for j in range(1, cols):
+            if total[j] < total[best]:
+                best = j
+            run[j] = best
+        back[i] = run
+        total = cost[i] + total[run]
+    j = int(np.argmin(total))
+    value = float(total[j])
+    path = [j]
+    for i in range(rows - 1, 0, -1):
+        j = int(back[i, j])
+        path.append(j)
+    return path[::-1], value
 
 
 # ---------------------------------------------------------------- scoring
@@ -387,29 +463,29 @@ def _round_labels(labels, B: int, K: int) -> np.ndarray:
         labels = labels.detach().cpu().numpy()
     lab = np.asarray(labels)
     if lab.ndim != 1 or lab.dtype.kind not in "iu":
-        raise TypeError(f"labels must be a 1-D array of integer classes, got {lab.dtype} {lab.shape}")
+        raise TypeError(f"labels must be a 1-D array of integer classes, got dtype {lab.dtype} shape {lab.shape}")
     if lab.shape[0] < B * K:
         raise ValueError(f"labels has {lab.shape[0]} entries, fewer than the {B * K} calibration samples")
     return lab[: B * K].reshape(B, K)
 
 
 def straggler_sets(stragglers, N: int, n_draws: int, rng: np.random.Generator) -> dict[int, list[np.ndarray]]:
-    """{S: [sorted answering index arrays]} for the calibration (see LamPolicy.calibrate).
-    Sets with nobody answering are dropped (no estimate to score)."""
+    """{S: [sorted answering-index arrays]} to calibrate on (see
+    LamPolicy.calibrate). Draws in which nobody answers are dropped."""
     if stragglers is None:
         stragglers = N // 2
-    if isinstance(stragglers, (numbers.Integral,)) and not isinstance(stragglers, bool):
+    if isinstance(stragglers, numbers.Integral) and not isinstance(stragglers, (bool, np.bool_)):
         if not 0 <= stragglers < N:
             raise ValueError(f"stragglers = {stragglers} must be in 0 .. N - 1 = {N - 1}")
         stragglers = list(range(int(stragglers) + 1))
     if isinstance(stragglers, StragglerModel):
         stragglers = [stragglers]
     if isinstance(stragglers, (str, bytes)) or not isinstance(stragglers, Sequence) or len(stragglers) == 0:
-        raise TypeError(f"stragglers must be None, a count, a non-empty sequence of counts or "
+        raise TypeError(f"stragglers must be None, a count, or a non-empty sequence of counts and "
                         f"letcc.stragglers models, got {stragglers!r}")
     out: dict[int, list[np.ndarray]] = {}
     for item in stragglers:
-        if isinstance(item, numbers.Integral) and not isinstance(item, bool):
+        if isinstance(item, numbers.Integral) and not isinstance(item, (bool, np.bool_)):
             if not 0 <= item < N:
                 raise ValueError(f"straggler count {item} must be in 0 .. N - 1 = {N - 1}")
             item = FixedCount(int(item))
@@ -424,71 +500,42 @@ def straggler_sets(stragglers, N: int, n_draws: int, rng: np.random.Generator) -
     return out
 
 
-def decode_scores(beta: np.ndarray, alpha: np.ndarray, outputs: np.ndarray, exact: np.ndarray,
-                  sets: Sequence[np.ndarray], lams: Callable[[float], np.ndarray] | Callable,
+def decode_errors(beta: np.ndarray, alpha: np.ndarray, outputs: np.ndarray, exact: np.ndarray,
+                  sets: Sequence[np.ndarray], lams: Callable[[np.ndarray], Sequence[float]],
                   labels: np.ndarray | None = None, noise_sigma: float = 0.0, noise_seed: int = 0,
-                  operator: Callable | None = None) -> dict:
-    """Mean end-to-end error of LeTCC's decoder over rounds and answering sets,
-    for several lam per set at once.
+                  operator: Callable[[np.ndarray, float], np.ndarray] | None = None) -> dict:
+    """Errors of the spline decoder on every answering set, for several lam each.
 
-    outputs (B, N, ...) worker outputs of every round, exact (B, K, ...) f on
-    the inputs; ``lams(g)`` -> array of lam values to score for a set whose
-    largest gap is g (all rounds are decoded together: one (K, |F|) operator per
-    set and lam). ``operator(F_nodes, lam)`` replaces the spline decoder by any
-    (K, |F|) matrix (e.g. BACC's). Returns {"mse": (L,), "acc": (L,) or None}:
-    MSE = mean over rounds, sets and the K inputs of the squared norm of the
-    error; acc = fraction of argmax matches with labels (B, K).
+    outputs (B, N, ...): worker outputs of B rounds; exact (B, K, ...): f on
+    the inputs; sets: sorted answering-index arrays; ``lams(nodes)`` -> the lam
+    values to score for a set with these (ascending) nodes. All B rounds are
+    decoded at once with one (K, |F|) operator per set and lam (the same linear
+    map LeTCC.decode applies); ``operator(nodes, lam)`` replaces it with any
+    other (K, |F|) matrix (e.g. BACC's). Noise: Gaussian, seeded by (noise_seed, set).
+
+    Returns {"mse": (n_sets, L), "acc": (n_sets, L) or None}: the mean over
+    rounds and the K inputs of the squared norm of the error, and the fraction
+    of decoded argmaxes equal to labels (B, K).
     """
     B = outputs.shape[0]
     Y = outputs.reshape(B, outputs.shape[1], -1)
     E = exact.reshape(B, exact.shape[1], -1)
-    total_mse, total_acc = None, None
+    mse_rows, acc_rows = [], []
     for j, F in enumerate(sets):
-        bF = beta[F]
+        nodes = beta[F]
         YF = Y[:, F, :]
         if noise_sigma > 0:
             YF = YF + noise_sigma * np.random.default_rng([noise_seed, j]).standard_normal(YF.shape)
-        g = float(np.max(np.diff(bF))) if bF.size > 1 else 2.0
-        lam_values = np.atleast_1d(lams(g))
-        mse = np.empty(lam_values.size)
-        acc = np.empty(lam_values.size) if labels is not None else None
+        lam_values = list(lams(nodes))
+        mse = np.empty(len(lam_values))
+        acc = np.empty(len(lam_values))
         for i, lam in enumerate(lam_values):
-            A = operator(bF, lam) if operator is not None else SplineSmoother(bF, alpha, lam=float(lam)).matrix()
+            A = operator(nodes, lam) if operator is not None else SplineSmoother(nodes, alpha, lam=float(lam)).matrix()
             est = np.einsum("kf,bfm->bkm", A, YF)
             d = est - E
             mse[i] = np.einsum("bkm,bkm->", d, d) / (B * E.shape[1])
-            if acc is not None:
+            if labels is not None:
                 acc[i] = float(np.mean(est.argmax(-1) == labels))
-        total_mse = mse if total_mse is None else total_mse + mse
-        if acc is not None:
-            total_acc = acc if total_acc is None else total_acc + acc
-    n = len(sets)
-    return {"mse": total_mse / n, "acc": None if total_acc is None else total_acc / n}
-
-
-def _best_path(cost: np.ndarray, monotone: bool) -> tuple[list[int], float]:
-    """Grid index per row minimising the summed cost; with monotone=True the
-    indices must be non-decreasing along the rows (dynamic programming)."""
-    if not monotone:
-        path = [int(j) for j in np.argmin(cost, axis=1)]
-        return path, float(cost[np.arange(len(path)), path].sum())
-    S, C = cost.shape
-    acc = cost[0].copy()
-    back = np.zeros((S, C), dtype=np.int64)
-    for i in range(1, S):
-        # best predecessor with index <= j: running minimum of acc
-        run_idx = np.zeros(C, dtype=np.int64)
-        best = 0
-        for j in range(1, C):
-            if acc[j] < acc[best]:
-                best = j
-            run_idx[j] = best
-        back[i] = run_idx
-        acc = cost[i] + acc[run_idx]
-    j = int(np.argmin(acc))
-    total = float(acc[j])
-    path = [j]
-    for i in range(S - 1, 0, -1):
-        j = int(back[i, j])
-        path.append(j)
-    return path[::-1], total
+        mse_rows.append(mse)
+        acc_rows.append(acc)
+    return {"mse": np.array(mse_rows), "acc": np.array(acc_rows) if labels is not None else None}
