@@ -73,8 +73,17 @@ def _model(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _add_common(p: argparse.ArgumentParser, *, device: bool = True, seed: bool = True, out: bool = True) -> None:
+def _add_common(p: argparse.ArgumentParser, *, device: bool = True, seed: bool = True, out: bool = True,
+                model: bool = False) -> None:
     g = p.add_argument_group("common options")
+    if model:
+        g.add_argument("--train-recipe", default=None, metavar="KEY=VALUE,...",
+                       help="change the training recipe used when a model is trained on first use, e.g. "
+                            "'epochs=1,train_limit=512' for a quick, less accurate model (cached under its "
+                            "own version: a later run without it retrains with the registered recipe)")
+        g.add_argument("--threads", type=_positive_int, default=None,
+                       help="torch threads in this process (training and in-process evaluation; "
+                            "default: torch's own choice)")
     if seed:
         g.add_argument("--seed", type=int, default=0, help="seed of the straggler draws and image choice (default 0)")
     if device:
@@ -131,6 +140,21 @@ def _progress(args) -> bool:
     return not args.no_progress
 
 
+def _model_setup(args) -> dict:
+    """Apply --threads; parse --train-recipe. Returns the training keyword arguments."""
+    from letcc.experiments.sweep import parse_train_overrides
+
+    try:
+        overrides = parse_train_overrides(args.train_recipe)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    return {"train_overrides": overrides, "train_threads": args.threads}
+
+
 # ---------------------------------------------------------------- commands
 
 def cmd_demo(args) -> int:
@@ -144,8 +168,11 @@ def cmd_demo(args) -> int:
         cfg.validate()
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+    train = _model_setup(args)
+    if train["train_threads"] is None:
+        train["train_threads"] = 1   # LeNet-5 trains fastest on one thread of a shared machine
     png = args.out / "demo.png"
-    result = run_demo(cfg, output=png, progress=_progress(args), log=out.log)
+    result = run_demo(cfg, output=png, progress=_progress(args), log=out.log, **train)
     result["json_file"] = str(_write_json(args.out / "demo.json", result))
     out.result(result, format_demo(result))
     return 0
@@ -160,11 +187,12 @@ def cmd_sweep(args) -> int:
         S_values = parse_stragglers(args.stragglers, args.N)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+    train = _model_setup(args)
     out.log(f"letcc sweep: {args.model}, K={args.K}, N={args.N}, S in {S_values}, {args.rounds} rounds x "
             f"{args.draws} straggler sets, lam={args.lam}")
     result = run_sweep(args.model, K=args.K, N=args.N, stragglers=S_values, rounds=args.rounds, draws=args.draws,
                        lam=args.lam, calib_rounds=args.calib_rounds, seed=args.seed, device=args.device,
-                       data=args.data, progress=_progress(args))
+                       data=args.data, progress=_progress(args), **train)
     stem = f"sweep-{result['model']['name']}" + (f"-{args.data}" if args.data else "")
     result["figure"] = str(plot_sweep(result, args.out / f"{stem}.png"))
     result["json_file"] = str(_write_json(args.out / f"{stem}.json", result))
@@ -218,10 +246,11 @@ def cmd_table(args) -> int:
         models = parse_models(args.models)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
+    train = _model_setup(args)
     out.log(f"letcc table: models {[m + ('@' + d if d else '') for m, d in models]}, (N, K, S) in {configs}")
     result = run_table([m + ("@" + d if d else "") for m, d in models], configs, rounds=args.rounds,
                        draws=args.draws, lam=args.lam, calib_rounds=args.calib_rounds, seed=args.seed,
-                       device=args.device, progress=_progress(args))
+                       device=args.device, progress=_progress(args), **train)
     md = args.out / "table.md"
     md.parent.mkdir(parents=True, exist_ok=True)
     md.write_text(result["markdown"])
@@ -310,7 +339,7 @@ def cmd_bench(args) -> int:
             runs.append({"name": name, "script": str(path), "returncode": proc.returncode,
                          "seconds": round(time.perf_counter() - t0, 2)})
         if proc.returncode != 0:
-            out.log(f"benchmark {name!r} failed with exit status {proc.returncode}")
+            print(f"letcc bench: benchmark {name!r} failed with exit status {proc.returncode}", file=sys.stderr)
             status = 1
     out.result({"bench_dir": str(bench), "runs": runs})
     return status
@@ -347,7 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "on training images) or a number (lam_dec, with lam_enc 0)")
     p.add_argument("--delay-shift", type=float, default=0.5, help="minimum simulated delay per answer, s (0.5)")
     p.add_argument("--delay-mean", type=float, default=0.5, help="mean extra exponential delay, s (0.5)")
-    _add_common(p)
+    _add_common(p, model=True)
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("sweep", help="MSE and RelAcc of LeTCC and BACC against the number of stragglers (Fig. 3)",
@@ -367,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calib-rounds", type=_positive_int, default=8, help="groups of K train images to tune on (8)")
     p.add_argument("--data", default=None, help="evaluate on this dataset instead of the model's own test split "
                                                 "(e.g. foolbox-cifar10 for repvgg)")
-    _add_common(p)
+    _add_common(p, model=True)
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("table", help="LeTCC vs BACC over models and (N, K, S), markdown (Table 1)",
@@ -380,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draws", type=_positive_int, default=20, help="random straggler sets (default 20)")
     p.add_argument("--lam", type=_lam, default="tuned", help="'tuned' (default), 'auto' or a number")
     p.add_argument("--calib-rounds", type=_positive_int, default=8, help="groups of K train images to tune on (8)")
-    _add_common(p)
+    _add_common(p, model=True)
     p.set_defaults(func=cmd_table)
 
     p = sub.add_parser("coded-points", help="the coded images LeTCC and BACC send to the workers (Fig. 4)",

