@@ -266,6 +266,14 @@ def write_results(rows, args, load_before, load_after, enc_line):
             return "-" if not np.isfinite(v) else f"{v:.2f}"
         lines.append(f"| {r['N']} | {r['simulate']} | {r['backend']} | {r['median']:.2f} | {r['p99']:.2f} | "
                      f"{f(r['enc'])} | {f(r['wait'])} | {f(r['dec'])} | {r['rounds']} |")
+    lines += [""]
+    for N in sorted({r["N"] for r in rows}):
+        for sim in ("sleep", "virtual"):
+            by = {r["backend"]: r for r in rows if r["N"] == N and r["simulate"] == sim}
+            if "local" in by and "threads" in by:
+                lines.append(f"- N = {N}, {sim}: local minus the threads floor = "
+                             f"{by['local']['median'] - by['threads']['median']:+.2f} ms median "
+                             "(the cost of processes, pipes and shared memory over the same gather in one process)")
     lines += ["", enc_line, ""]
     (RESULTS / "runtime_overhead.md").write_text("\n".join(lines))
     print(f"wrote {RESULTS / 'runtime_overhead.md'}")
