@@ -208,8 +208,10 @@ def letcc_code_for(lam, K: int, N: int, S: int, *, f: Optional[Callable] = None,
     """
     lam = parse_lam(lam)
     if lam == "auto":
+        from letcc.codes import lam_defaults
+
         code = LeTCC(K, N)
-        return code, {"lam": "auto", "lam_enc": code.lam_enc, "lam_dec": "auto (GapScaledLam policy)"}
+        return code, {"lam": "auto", "lam_enc": code.lam_enc, "lam_dec": f"auto: {lam_defaults.DEFAULT_POLICY!r}"}
     if lam == "tuned":
         if f is None or calib is None:
             raise ValueError("lam='tuned' needs the model f and calibration images")
