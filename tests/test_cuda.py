@@ -483,3 +483,38 @@ def test_gpu_letcc_encode_decode_match_cpu(backend, dtype):
     est = code.decode(_to_device(name, lib, Y), available)
     assert _is_kind(name, est) and tuple(est.shape) == (K, 10)
     assert _rel_err(_to_host(name, est), code.decode(Y.astype(np.float64), available)) < TOL[dtype]
+
+
+@needs_gpu
+@pytest.mark.parametrize("nu", [1, 2])
+def test_gpu_derivative_plans_match_cpu(backend, nu):
+    name, lib = backend
+    rng = np.random.default_rng(40 + nu)
+    x = _knots(rng, 33)
+    at = rng.uniform(-1.2, 1.2, 21)
+    s = letcc.SplineSmoother(x, at, lam=1e-3, nu=nu)
+    y = rng.standard_normal((33, 500))
+    got = _to_host(name, s(_to_device(name, lib, y)))
+    assert _rel_err(got, s(y)) < TOL[np.float64]
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_smoothing_spline_stays_on_device_and_matches_cpu(backend, dtype):
+    name, lib = backend
+    rng = np.random.default_rng(77)
+    x = _knots(rng, 20)
+    y = rng.standard_normal((4, 20, 6)).astype(dtype)  # knots along axis 1
+    xq = rng.uniform(-1.1, 1.1, (3, 5))
+    cpu = letcc.SmoothingSpline(x, y.astype(np.float64), lam=1e-3, axis=1)
+    gpu = letcc.SmoothingSpline(x, _to_device(name, lib, y), lam=1e-3, axis=1)
+    for nu in (0, 1, 2):
+        got = gpu(xq, nu=nu)
+        assert _is_kind(name, got)
+        assert tuple(got.shape) == (3, 5, 4, 6)
+        assert _rel_err(_to_host(name, got), cpu(xq, nu=nu)) < TOL[dtype]
+    assert _rel_err(_to_host(name, gpu.fitted), cpu.fitted) < TOL[dtype]
+    assert _rel_err(_to_host(name, gpu.second_derivatives), cpu.second_derivatives) < TOL[dtype]
+    gcv_gpu = letcc.SmoothingSpline(x, _to_device(name, lib, y), lam=None, axis=1)
+    gcv_cpu = letcc.SmoothingSpline(x, y.astype(np.float64), lam=None, axis=1)
+    assert gcv_gpu.lam == pytest.approx(gcv_cpu.lam, rel=1e-3 if dtype == np.float32 else 1e-9)

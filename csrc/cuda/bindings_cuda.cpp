@@ -43,14 +43,14 @@ Tuning tuning(int store, int tile, int depth) {
 }
 
 std::unique_ptr<DevicePlan> make_plan(const py::array& x, const py::array& w, double lam, const py::array& at,
-                                      int device) {
+                                      int device, int nu) {
     const F64Array xv = vector_arg(x, "x"), wv = vector_arg(w, "w"), av = vector_arg(at, "at");
     if (wv.size() != xv.size())
         throw py::value_error("w has length " + std::to_string(wv.size()) + " but x has length " +
                               std::to_string(xv.size()));
     py::gil_scoped_release release;
     return std::make_unique<DevicePlan>(xv.data(), wv.data(), static_cast<std::size_t>(xv.size()), lam, av.data(),
-                                        static_cast<std::size_t>(av.size()), device);
+                                        static_cast<std::size_t>(av.size()), device, nu);
 }
 
 // The kernels' column code run on the host (letcc.splines.cuda_dispatch tests
@@ -130,7 +130,8 @@ PYBIND11_MODULE(_cuda, mod) {
             "the kernels' per-column code run on the host, for checks without a GPU");
 
     py::class_<DevicePlan>(mod, "Plan")
-        .def(py::init(&make_plan), py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("at"), py::arg("device"))
+        .def(py::init(&make_plan), py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("at"), py::arg("device"),
+             py::arg("nu") = 0)
         .def_property_readonly("n", &DevicePlan::n)
         .def_property_readonly("q", &DevicePlan::q)
         .def_property_readonly("device", &DevicePlan::device)

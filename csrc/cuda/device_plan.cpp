@@ -81,12 +81,14 @@ constexpr std::size_t kMaxScratchBytes = std::size_t(256) << 20;
 
 }  // namespace
 
-PackedPlan pack_plan(const double* x, const double* w, std::size_t n, double lam, const double* at, std::size_t q) {
+PackedPlan pack_plan(const double* x, const double* w, std::size_t n, double lam, const double* at, std::size_t q,
+                     int nu) {
+    if (nu < 0 || nu > 2) throw std::invalid_argument("nu must be 0, 1 or 2, got " + std::to_string(nu));
     if (n > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2) ||
         q > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2))
         throw std::invalid_argument("plan too large for the CUDA kernels (n or q >= 2^30)");
     const ReinschFactor f = factor_reinsch(x, w, n, lam);
-    const PlanTables t = make_plan_tables(f, at, q, 0);
+    const PlanTables t = make_plan_tables(f, at, q, nu);
     // rows | sorted qcoef | qrow | by_k (see launch.hpp), in one double array
     // so that every part is aligned.
     const std::size_t rows = (n + 2) * kRowStride;
@@ -131,9 +133,9 @@ std::pair<int, std::string> probe_devices() {
 }
 
 DevicePlan::DevicePlan(const double* x, const double* w, std::size_t n, double lam, const double* at,
-                       std::size_t q, int device)
+                       std::size_t q, int device, int nu)
     : device_(device) {
-    const PackedPlan host = pack_plan(x, w, n, lam, at, q);
+    const PackedPlan host = pack_plan(x, w, n, lam, at, q, nu);
     bytes_ = host.words.size() * sizeof(double);
 
     DeviceGuard guard(device_);

@@ -33,7 +33,9 @@ struct PackedPlan {
     int n = 0, q = 0;
     PlanView view() const { return view_of(words.data(), n, q); }
 };
-PackedPlan pack_plan(const double* x, const double* w, std::size_t n, double lam, const double* at, std::size_t q);
+// nu: 0 values, 1 first derivative, 2 second derivative at the query points.
+PackedPlan pack_plan(const double* x, const double* w, std::size_t n, double lam, const double* at, std::size_t q,
+                     int nu = 0);
 
 // The launch configuration for n knots and m columns of `elem`-byte data on
 // a device with `sm_count` multiprocessors and `shared_optin` bytes of shared
@@ -45,7 +47,7 @@ LaunchConfig choose_launch(int n, long long m, std::size_t elem, const Tuning& t
 class DevicePlan {
 public:
     DevicePlan(const double* x, const double* w, std::size_t n, double lam, const double* at, std::size_t q,
-               int device);
+               int device, int nu = 0);
     ~DevicePlan();
     DevicePlan(const DevicePlan&) = delete;
     DevicePlan& operator=(const DevicePlan&) = delete;

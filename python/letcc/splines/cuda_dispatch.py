@@ -97,7 +97,7 @@ def device_plan(smoother, device: int):
         plans = smoother._gpu_plan = {}
     plan = plans.get(device)
     if plan is None:
-        plan = _module().Plan(smoother.x, smoother.w, smoother.lam, smoother.at, device)
+        plan = _module().Plan(smoother.x, smoother.w, smoother.lam, smoother.at, device, smoother.nu)
         plans[device] = plan
     return plan
 

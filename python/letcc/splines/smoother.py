@@ -13,7 +13,7 @@ import numpy as np
 
 from letcc import _core
 from letcc.splines._arrays import is_gpu_array, is_torch_tensor, to_numpy
-from letcc.splines._validation import as_knots, as_lam, as_points, as_weights, float_dtype_of
+from letcc.splines._validation import as_knots, as_lam, as_nu, as_points, as_weights, float_dtype_of
 
 
 class SplineSmoother:
@@ -33,6 +33,9 @@ class SplineSmoother:
         large lam tends to the weighted least-squares line.
     w : (n,) array_like, optional
         Positive finite weights (default all ones).
+    nu : {0, 1, 2}, keyword-only
+        Evaluate the fitted spline's value (0, default), first (1) or second
+        (2) derivative at `at`.
     method : {"auto", "banded", "dense"}, keyword-only
         How the plan is applied on the CPU. "banded" streams the Reinsch
         factors over the columns (cost ~ n + q per column, float64 arithmetic);
@@ -47,9 +50,9 @@ class SplineSmoother:
     GPU when letcc was built with CUDA. NaN in a column of y stays in that column.
     """
 
-    __slots__ = ("x", "at", "lam", "w", "n", "q", "method", "_plan", "_apply", "_gpu_plan")
+    __slots__ = ("x", "at", "lam", "w", "n", "q", "nu", "method", "_plan", "_apply", "_gpu_plan")
 
-    def __init__(self, x, at, lam=0.0, w=None, *, method="auto"):
+    def __init__(self, x, at, lam=0.0, w=None, *, nu=0, method="auto"):
         self.x = as_knots(x)
         self.at = as_points(at, "at")
         if self.at.size == 0:
@@ -61,7 +64,8 @@ class SplineSmoother:
         if method not in ("auto", "banded", "dense"):
             raise ValueError(f"method must be 'auto', 'banded' or 'dense', got {method!r}")
         self.method = method
-        self._plan = _core.Plan(self.x, self.w, self.lam, self.at, 0, method)
+        self.nu = as_nu(nu)
+        self._plan = _core.Plan(self.x, self.w, self.lam, self.at, self.nu, method)
         self._apply = self._plan.apply
         self._gpu_plan = None
 
@@ -116,4 +120,4 @@ class SplineSmoother:
         return self._plan.trace()
 
     def __repr__(self) -> str:
-        return f"SplineSmoother(n={self.n}, q={self.q}, lam={self.lam!r})"
+        return f"SplineSmoother(n={self.n}, q={self.q}, lam={self.lam!r}, nu={self.nu})"

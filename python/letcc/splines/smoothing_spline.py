@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from letcc import _core
-from letcc.splines._arrays import is_gpu_array, to_numpy
+from letcc.splines._arrays import is_gpu_array, is_torch_tensor, to_numpy
 from letcc.splines._validation import as_knots, as_lam, as_nu, as_points, as_weights, float_dtype_of
 from letcc.splines.gcv import select_lam_gcv
 
@@ -35,6 +35,10 @@ class SmoothingSpline:
     axis : int
         Axis of y along which the knots lie.
 
+    GPU arrays (torch CUDA tensors, CuPy arrays) stay on their device and the
+    evaluations run there (letcc built with CUDA); lam=None copies y to the
+    host once for the GCV choice.
+
     Calling ``s(xq, nu=0)`` returns the nu-th derivative (nu in 0, 1, 2) at
     xq, with shape ``xq.shape + other dims`` and y's dtype. Outside [x_0, x_-1]
     the spline continues as a straight line (natural boundary conditions).
@@ -44,14 +48,16 @@ class SmoothingSpline:
         self.x = as_knots(x)
         n = self.x.shape[0]
         self.w = as_weights(w, n)
+        if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+            raise TypeError(f"axis must be an integer, got {axis!r}")
+        self._gpu_y = None
         if is_gpu_array(y):
-            raise TypeError("SmoothingSpline takes CPU arrays; use SplineSmoother for GPU arrays")
+            self._init_gpu(y, lam, axis)
+            return
         arr, self._wrap = to_numpy(y)
         dtype = float_dtype_of(arr)
         if arr.ndim == 0:
             raise ValueError("y must have at least one dimension (the knot axis)")
-        if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
-            raise TypeError(f"axis must be an integer, got {axis!r}")
         if not -arr.ndim <= axis < arr.ndim:
             raise ValueError(f"axis {axis} is out of range for y with {arr.ndim} dimensions")
         arr = np.moveaxis(arr, axis, 0)
@@ -70,20 +76,75 @@ class SmoothingSpline:
         # Chebyshev knots, n = 1024). Results are cast back to y's dtype.
         self._g, self._gamma = _core.fit(self.x, self.w, self.lam, y2.astype(np.float64, copy=False))
 
+    def _init_gpu(self, y, lam, axis):
+        """GPU arrays (torch CUDA tensors, CuPy arrays) stay on the device: the
+        spline is kept as (knots, lam, the data) and every evaluation runs a
+        fit-then-evaluate plan on the GPU (letcc.SplineSmoother with nu), which
+        reads the data once and writes the result once. Only lam=None copies
+        the data to the host, for the GCV choice."""
+        n = self.x.shape[0]
+        if y.ndim == 0:
+            raise ValueError("y must have at least one dimension (the knot axis)")
+        if not -y.ndim <= axis < y.ndim:
+            raise ValueError(f"axis {axis} is out of range for y with {y.ndim} dimensions")
+        if is_torch_tensor(y):
+            import torch
+
+            if y.dtype in (torch.float16, torch.bfloat16) or y.is_complex():
+                raise TypeError(f"y must hold float32 or float64 numbers, got torch dtype {y.dtype}")
+            moved = y.detach().movedim(axis, 0)
+            if not moved.is_floating_point():
+                moved = moved.to(torch.float64)
+            self.dtype = np.dtype(str(moved.dtype).replace("torch.", ""))
+        else:
+            import cupy
+
+            moved = cupy.moveaxis(y, axis, 0)
+            self.dtype = float_dtype_of(np.empty(0, dtype=moved.dtype))
+            moved = moved.astype(self.dtype, copy=False)
+        if moved.shape[0] != n:
+            raise ValueError(f"y has {moved.shape[0]} entries along axis {axis} but x has {n} knots")
+        self._trailing = tuple(moved.shape[1:])
+        self._gpu_y = moved.reshape(n, -1)
+        if lam is None:
+            host = self._gpu_y.cpu().numpy() if is_torch_tensor(self._gpu_y) else self._gpu_y.get()
+            self.lam = select_lam_gcv(self.x, self.w, np.ascontiguousarray(host))
+        else:
+            self.lam = as_lam(lam)
+        self._gpu_plans = {}
+
+    def _gpu_eval(self, pts: np.ndarray, nu: int, shape):
+        """The nu-th derivative at pts, on the GPU, cached plans per (pts, nu)."""
+        from letcc.splines.smoother import SplineSmoother
+
+        key = (pts.tobytes(), nu)
+        plan = self._gpu_plans.get(key)
+        if plan is None:
+            if len(self._gpu_plans) >= 8:
+                self._gpu_plans.pop(next(iter(self._gpu_plans)))
+            plan = self._gpu_plans[key] = SplineSmoother(self.x, pts, self.lam, self.w, nu=nu)
+        return plan(self._gpu_y).reshape(tuple(shape) + self._trailing)
+
     @property
     def fitted(self):
         """Fitted values g at the knots, shape (n, ...)."""
+        if self._gpu_y is not None:
+            return self._gpu_eval(self.x, 0, self.x.shape)
         g = self._g.astype(self.dtype, copy=False)
         return self._wrap(g.reshape((self.x.shape[0],) + self._trailing))
 
     @property
     def second_derivatives(self):
         """Second derivatives at the knots (0 at both ends), shape (n, ...)."""
+        if self._gpu_y is not None:
+            return self._gpu_eval(self.x, 2, self.x.shape)
         gam = self._gamma.astype(self.dtype, copy=False)
         return self._wrap(gam.reshape((self.x.shape[0],) + self._trailing))
 
     def __call__(self, xq, nu=0):
         nu = as_nu(nu)
+        if self._gpu_y is not None:
+            return self._gpu_eval(as_points(xq, "xq"), nu, np.shape(xq))
         xq_arr = np.asarray(xq) if not np.iscomplexobj(xq) else xq
         pts = as_points(xq, "xq")
         out = _core.evaluate(self.x, self._g, self._gamma, pts, nu).astype(self.dtype, copy=False)
