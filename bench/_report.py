@@ -1,0 +1,178 @@
+"""Shared helpers for letcc benchmarks: timing, markdown tables, and a results
+file that says where and how the numbers were taken.
+
+Usage (from a script in bench/)::
+
+    from _report import best_time, markdown_table, write_report
+
+    t = best_time(lambda: f(y))                       # seconds per call
+    table = markdown_table(["n", "time (ms)"], [[16, f"{t * 1e3:.3f}"]])
+    print(table)
+    write_report("mybench", "My benchmark", [table], notes="what the columns mean")
+
+``write_report`` writes ``bench/results/<name>.md``: the title, the exact
+command (interpreter, script, arguments, and the BLAS-related environment
+variables as they were), the machine (CPU model, cores, load average, memory),
+the BLAS libraries and kernels threadpoolctl reports, numpy / scipy / letcc
+versions and letcc's kernel ISA and thread count, then the given sections.
+
+Run benchmarks with ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE`` on the
+dev machine (those variables slow numpy's BLAS); the report records whether
+they were set.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+BLAS_ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                 "MKL_NUM_THREADS")
+
+
+def best_time(fn: Callable[[], object], *, min_run: float = 0.05, repeats: int = 5,
+              max_calls: int = 1_000_000) -> float:
+    """Seconds per call of ``fn()``: the best of ``repeats`` runs, each calling
+    fn as many times as it takes to last at least ``min_run`` seconds (after
+    one untimed warm-up call). The minimum is the least noisy estimate on a
+    shared machine; it excludes, by design, time lost to other processes."""
+    fn()
+    calls = 1
+    while True:  # how many calls make one run last min_run
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_run or calls >= max_calls:
+            break
+        calls = min(max_calls, max(calls * 2, int(calls * min_run / max(elapsed, 1e-9) * 1.2)))
+    best = elapsed / calls
+    for _ in range(repeats - 1):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / calls)
+    return best
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[object]],
+                   align: str | None = None) -> str:
+    """A GitHub markdown table; ``align`` is one character per column
+    ('l' or 'r'; default: first column left, the rest right)."""
+    rows = [[str(c) for c in r] for r in rows]
+    headers = [str(h) for h in headers]
+    if align is None:
+        align = "l" + "r" * (len(headers) - 1)
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells):
+        out = []
+        for c, w, a in zip(cells, widths, align):
+            out.append(c.ljust(w) if a == "l" else c.rjust(w))
+        return "| " + " | ".join(out) + " |"
+
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if a == "r" else (":" + "-" * (w + 1))
+                         for w, a in zip(widths, align)) + "|"
+    return "\n".join([line(headers), sep] + [line(r) for r in rows])
+
+
+def command_line() -> str:
+    """The command as run: interpreter, script path relative to the cwd, arguments."""
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv)
+
+
+def environment() -> list[tuple[str, str]]:
+    """(label, value) pairs describing the machine and the software."""
+    info: list[tuple[str, str]] = []
+    info.append(("date", datetime.datetime.now().astimezone().isoformat(timespec="seconds")))
+    info.append(("command", f"`{command_line()}` (cwd `{os.getcwd()}`)"))
+    env = ", ".join(f"{k}={os.environ[k]}" if k in os.environ else f"{k} unset" for k in BLAS_ENV_VARS)
+    info.append(("BLAS environment", env))
+    info.append(("cpu", _cpu_model()))
+    cores = os.cpu_count()
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = cores
+    info.append(("cores", f"{usable} usable of {cores}"))
+    try:
+        info.append(("load average (1, 5, 15 min) at write", ", ".join(f"{v:.2f}" for v in os.getloadavg())))
+    except OSError:
+        pass
+    mem = _meminfo_gib()
+    if mem:
+        info.append(("memory", mem))
+    info.append(("python", f"{platform.python_version()} ({platform.platform()})"))
+    for mod in ("numpy", "scipy", "torch", "csaps"):
+        if mod in sys.modules:
+            info.append((mod, getattr(sys.modules[mod], "__version__", "?")))
+    info.extend(_blas_info())
+    if "letcc" in sys.modules:
+        import letcc
+
+        info.append(("letcc", f"{letcc.__version__}, kernels {letcc.kernel_isa()}, "
+                              f"{letcc.get_num_threads()} threads"))
+    return info
+
+
+def write_report(name: str, title: str, sections: Sequence[str], notes: str = "",
+                 extra_info: Sequence[tuple[str, str]] = ()) -> Path:
+    """Write bench/results/<name>.md (title, environment, notes, sections) and
+    return its path. ``sections`` are markdown strings (tables, paragraphs)."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.md"
+    env_lines = [f"- {k}: {v}" for k, v in list(environment()) + list(extra_info)]
+    parts = [f"# {title}", "", *env_lines, ""]
+    if notes:
+        parts += [notes.strip(), ""]
+    for s in sections:
+        parts += [s.rstrip(), ""]
+    path.write_text("\n".join(parts))
+    print(f"wrote {path}")
+    return path
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _meminfo_gib() -> str:
+    try:
+        with open("/proc/meminfo") as f:
+            fields = dict(line.split(":", 1) for line in f)
+        total = int(fields["MemTotal"].split()[0]) / 2**20
+        avail = int(fields["MemAvailable"].split()[0]) / 2**20
+        return f"{total:.1f} GiB total, {avail:.1f} GiB available"
+    except (OSError, KeyError, ValueError):
+        return ""
+
+
+def _blas_info() -> list[tuple[str, str]]:
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return [("BLAS", "threadpoolctl not installed")]
+    out = []
+    for lib in threadpool_info():
+        if lib.get("user_api") != "blas":
+            continue
+        out.append((
+            f"BLAS ({Path(lib.get('filepath', '?')).name})",
+            f"{lib.get('internal_api')} {lib.get('version')}, kernel {lib.get('architecture', '?')}, "
+            f"{lib.get('num_threads')} threads",
+        ))
+    return out or [("BLAS", "none loaded")]

@@ -1,0 +1,230 @@
+"""Benchmark of letcc's spline plan (issue 2): fit a cubic smoothing spline on
+n knots and evaluate it at K = n points, for m columns at once.
+
+Side by side, in the same run, for n in {16, 64, 256}, m in {1, 1000, 10000,
+150528}, float32 and float64:
+
+- letcc ``SplineSmoother`` call, ``plan(y)`` (allocates its result) and
+  ``plan(y, out=buf)`` (writes into a preallocated buffer);
+- the memory floor: numpy copying the same bytes (n*m read, K*m = n*m
+  written), ``np.copyto`` into a preallocated buffer and ``y.copy()``;
+- numpy GEMM with the precomputed dense (K x n) operator (``plan.matrix()``
+  in y's dtype), ``np.matmul(A, y, out=buf)``;
+- csaps (``csaps.csaps(x, y, at, smooth=1/(1+lam), axis=0)``: same spline,
+  vectorised over columns);
+- scipy ``make_smoothing_spline`` looping over the columns (fit + evaluate per
+  column); too slow to run every column, so a subset is timed and scaled.
+
+Then the overhead of a small call (n = 16, m = 1). Run with
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /work/venv/bin/python bench/spline.py
+
+It prints the tables and writes bench/results/spline.md. Not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import timeit
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import best_time, markdown_table, write_report  # noqa: E402
+
+import csaps  # noqa: E402
+import scipy  # noqa: E402
+from scipy.interpolate import make_smoothing_spline  # noqa: E402
+
+import letcc  # noqa: E402
+
+LAM = 1e-3  # the cost of every method is independent of lam
+SCIPY_COLUMNS = 100  # columns timed for scipy's per-column loop
+CSAPS_COLUMNS = 10000  # csaps is timed on at most this many columns, then scaled
+
+
+def nodes(n: int):
+    """Knots: Chebyshev points of the second kind; query points: of the first
+    kind (the LeTCC encoder's beta and alpha, DESIGN.md)."""
+    x = np.sort(np.cos(np.arange(n) * np.pi / (n - 1)))
+    at = np.sort(np.cos((2 * np.arange(1, n + 1) - 1) * np.pi / (2 * n)))
+    return x, at
+
+
+def scipy_loop(x, at, y, cols):
+    for j in range(cols):
+        make_smoothing_spline(x, y[:, j], lam=LAM)(at)
+
+
+def measure(n: int, m: int, dtype, rng, repeats: int, min_run: float) -> dict:
+    x, at = nodes(n)
+    y = rng.standard_normal((n, m)).astype(dtype)
+    plan = letcc.SplineSmoother(x, at, lam=LAM)
+    A = plan.matrix().astype(dtype)
+    out = np.empty((n, m), dtype)
+    out2 = np.empty((n, m), dtype)
+    dst = np.empty_like(y)
+    r = {"n": n, "m": m, "dtype": np.dtype(dtype).name}
+    bt = lambda f: best_time(f, repeats=repeats, min_run=min_run)  # noqa: E731
+
+    r["plan"] = bt(lambda: plan(y))
+    r["plan_out"] = bt(lambda: plan(y, out=out))
+    r["copyto"] = bt(lambda: np.copyto(dst, y))
+    r["copy"] = bt(lambda: y.copy())
+    r["gemm"] = bt(lambda: np.matmul(A, y, out=out2))
+    # agreement, so that every column is known to compute the same thing
+    ref = plan(y)
+    scale = float(np.abs(ref).max())
+    r["gemm_err"] = float(np.abs(out2.astype(np.float64) - ref).max()) / scale
+
+    csaps_cols = min(m, CSAPS_COLUMNS)
+    ys = np.ascontiguousarray(y[:, :csaps_cols])
+    p = 1.0 / (1.0 + LAM)  # csaps: p * sum (y - f)^2 + (1 - p) * int f''^2
+    r["csaps"] = bt(lambda: csaps.csaps(x, ys, at, smooth=p, axis=0)) * (m / csaps_cols)
+    r["csaps_scaled"] = csaps_cols < m
+    r["csaps_err"] = float(np.abs(csaps.csaps(x, ys, at, smooth=p, axis=0) - ref[:, :csaps_cols]).max()) / scale
+
+    cols = min(m, SCIPY_COLUMNS)
+    r["scipy"] = best_time(lambda: scipy_loop(x, at, y, cols), repeats=max(2, repeats // 2), min_run=0.0) * (m / cols)
+    r["scipy_cols"] = cols
+    r["scipy_err"] = float(np.abs(make_smoothing_spline(x, y[:, :cols], lam=LAM, axis=0)(at) - ref[:, :cols]).max()) / scale
+    del y, out, out2, dst, ref
+    gc.collect()
+    return r
+
+
+def fmt_t(seconds: float) -> str:
+    """Time with a unit that keeps 3-4 significant digits readable."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def small_call_overhead(repeats: int) -> tuple[str, list]:
+    """n = 16, m = 1: the cost of a prebuilt plan's call when there is nearly no work."""
+    n = 16
+    x, at = nodes(n)
+    plan = letcc.SplineSmoother(x, at, lam=LAM)
+    rows = []
+    for dtype in (np.float32, np.float64):
+        y = np.random.default_rng(0).standard_normal(n).astype(dtype)
+        y2 = y.reshape(n, 1).copy()
+        out = np.empty(n, dtype)
+        A = plan.matrix().astype(dtype)
+        core = plan._plan.apply  # the compiled entry point, without the Python wrapper
+        cases = [
+            ("plan(y), y shape (16,)", lambda: plan(y)),
+            ("plan(y), y shape (16, 1)", lambda: plan(y2)),
+            ("plan(y, out=buf)", lambda: plan(y, out=out)),
+            ("compiled core alone (plan._plan.apply)", lambda: core(y, None, 0)),
+            ("numpy A @ y (precomputed A, GEMV)", lambda: A @ y),
+            ("numpy y.copy() (floor of any call returning an array)", lambda: y.copy()),
+        ]
+        for label, fn in cases:
+            number = 20000
+            best = min(timeit.repeat(fn, number=number, repeat=repeats)) / number
+            rows.append([np.dtype(dtype).name, label, f"{best * 1e6:.2f}"])
+    table = markdown_table(["dtype", "call (n = 16, K = 16, m = 1)", "time (us)"], rows, align="llr")
+    return table, rows
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ns", type=int, nargs="+", default=[16, 64, 256])
+    ap.add_argument("--ms", type=int, nargs="+", default=[1, 1000, 10000, 150528])
+    ap.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (best is kept)")
+    ap.add_argument("--min-run", type=float, default=0.1, help="seconds each timed run lasts at least")
+    ap.add_argument("--name", default="spline", help="results file bench/results/<name>.md")
+    args = ap.parse_args(argv)
+
+    rng = np.random.default_rng(12345)
+    rows, results = [], []
+    headers = ["n", "m", "dtype", "letcc plan(y)", "letcc out=", "copyto floor", "y.copy()", "numpy GEMM",
+               "csaps", "scipy loop", "plan/copy", "out=/copyto", "GEMM/out=", "csaps/plan", "scipy/plan"]
+    print("| " + " | ".join(headers) + " |")
+    for n in args.ns:
+        for dtype in (np.float32, np.float64):
+            for m in args.ms:
+                r = measure(n, m, dtype, rng, args.repeats, args.min_run)
+                results.append(r)
+                row = [
+                    n, m, r["dtype"], fmt_t(r["plan"]), fmt_t(r["plan_out"]), fmt_t(r["copyto"]), fmt_t(r["copy"]),
+                    fmt_t(r["gemm"]), fmt_t(r["csaps"]) + ("*" if r["csaps_scaled"] else ""),
+                    fmt_t(r["scipy"]) + ("*" if r["scipy_cols"] < m else ""),
+                    f"{r['plan'] / r['copy']:.2f}", f"{r['plan_out'] / r['copyto']:.2f}",
+                    f"{r['gemm'] / r['plan_out']:.2f}", f"{r['csaps'] / r['plan']:.0f}",
+                    f"{r['scipy'] / r['plan']:.0f}",
+                ]
+                rows.append(row)
+                print("| " + " | ".join(str(c) for c in row) + " |", flush=True)
+    main_table = markdown_table(headers, rows, align="rrl" + "r" * (len(headers) - 3))
+
+    worst = max(max(r["gemm_err"], r["csaps_err"], r["scipy_err"]) for r in results)
+    small_table, small_rows = small_call_overhead(args.repeats)
+    print()
+    print(small_table)
+
+    targets = target_summary(results)
+    calls = [f"{r[2]} us ({r[0]})" for r in small_rows if r[1].startswith("plan(y), y shape (16,)")]
+    targets += f"\n- prebuilt plan's call at n = 16, m = 1: {', '.join(calls)} (target < 3 us)."
+    print()
+    print(targets)
+    notes = f"""Fit a cubic smoothing spline (lam = {LAM}) on n Chebyshev knots in [-1, 1] and evaluate it at
+K = n points, for every column of y (n x m, C order). Times are the best of {args.repeats} runs (each at
+least {args.min_run} s, a single call for the slow ones). Columns:
+
+- **letcc plan(y)**: `SplineSmoother(x, at, lam)(y)`, result allocated by the call;
+  **letcc out=**: `plan(y, out=buf)` into a preallocated buffer. letcc uses {letcc.get_num_threads()} threads.
+- **copyto floor**: `np.copyto(buf, y)`, the same bytes read and written, preallocated (compare with
+  `out=`); **y.copy()**: the same with a freshly allocated result (compare with `plan(y)`: both pay
+  for fresh pages).
+- **numpy GEMM**: `np.matmul(A, y, out=buf)`, A = `plan.matrix()` precomputed in y's dtype (OpenBLAS).
+- **csaps**: `csaps.csaps(x, y, at, smooth=1/(1+lam), axis=0)` (same spline; vectorised). `*`: timed on
+  {CSAPS_COLUMNS} columns and scaled linearly to m.
+- **scipy loop**: `make_smoothing_spline(x, y[:, j], lam=lam)(at)` for every column j. `*`: timed on the
+  first {SCIPY_COLUMNS} columns and scaled linearly to m (the full loop would take minutes).
+- Ratios: **plan/copy** = plan(y) / y.copy(); **out=/copyto** = plan(y, out=) / copyto;
+  **GEMM/out=** = GEMM time / letcc out= time (> 1: letcc faster); **csaps/plan**, **scipy/plan**: how many
+  times slower than letcc's plan(y).
+
+All methods compute the same numbers: largest difference from letcc relative to max |result| over
+every row: {worst:.1e} (float32 rows are limited by float32 rounding).
+"""
+    write_report(args.name, "Spline plan benchmark (issue 2)",
+                 ["## Plan call vs alternatives", main_table,
+                  "## Small-call overhead", small_table,
+                  "## Against the issue's targets", targets],
+                 notes=notes)
+
+
+def target_summary(results) -> str:
+    lines = []
+
+    def get(n, m, dtype):
+        for r in results:
+            if r["n"] == n and r["m"] == m and r["dtype"] == dtype:
+                return r
+        return None
+
+    r = get(64, 150528, "float32")
+    if r:
+        lines.append(f"- float32, n = K = 64, m = 150528: plan(y, out=) = {fmt_t(r['plan_out'])}, "
+                     f"{r['plan_out'] / r['copyto']:.2f}x the copyto floor; plan(y) = {fmt_t(r['plan'])}, "
+                     f"{r['plan'] / r['copy']:.2f}x y.copy() (target <= 1.25x).")
+        lines.append(f"- same case: numpy float32 GEMM with the precomputed operator takes {fmt_t(r['gemm'])}, "
+                     f"{r['gemm'] / r['plan_out']:.2f}x letcc's out= call and {r['gemm'] / r['plan']:.2f}x "
+                     f"plan(y) (target >= 2x).")
+    worst = [x for x in results if x["m"] >= 1000]
+    if worst:
+        lo = min(worst, key=lambda x: x["scipy"] / x["plan"])
+        lines.append(f"- scipy loop / letcc plan(y) at m >= 1000: at least {lo['scipy'] / lo['plan']:.0f}x "
+                     f"(n = {lo['n']}, m = {lo['m']}, {lo['dtype']}) (target >= 100x).")
+    return "\n".join(lines) if lines else "(target cases not in this run)"
+
+
+if __name__ == "__main__":
+    main()
