@@ -61,6 +61,83 @@ void for_each_tile(std::size_t m, std::size_t tw, std::size_t work, int threads,
     });
 }
 
+bool ranges_overlap(const py::array& a, const py::array& b) {
+    const char* a0 = static_cast<const char*>(a.data());
+    const char* b0 = static_cast<const char*>(b.data());
+    const char* a1 = a0 + a.nbytes();
+    const char* b1 = b0 + b.nbytes();
+    return a0 < b1 && b0 < a1;
+}
+
+// Applies a linear map (Plan or DenseOperator) to y along its first axis.
+// Fast path: y a C-contiguous float32/float64 ndarray with y.shape[0] == n.
+// Returns None when y is not such an array (the Python side then converts it
+// and calls again); raises for a wrong length or a bad `out`.
+template <class Map>
+py::object apply_map(const Map& map, const py::object& yobj, const py::object& outobj, int threads) {
+    if (!py::isinstance<py::array>(yobj)) return py::none();
+    py::array y = py::reinterpret_borrow<py::array>(yobj);
+    const bool f64 = py::isinstance<py::array_t<double>>(y);
+    const bool f32 = !f64 && py::isinstance<py::array_t<float>>(y);
+    if (!(f64 || f32) || !(y.flags() & py::array::c_style) || y.ndim() < 1) return py::none();
+    if (y.shape(0) != map.n()) {
+        std::ostringstream os;
+        os << "y has " << y.shape(0) << " rows along the knot axis but the plan has n = " << map.n()
+           << " knots";
+        throw py::value_error(os.str());
+    }
+    const std::size_t m = columns_of(y);
+    std::vector<py::ssize_t> shape(y.shape(), y.shape() + y.ndim());
+    shape[0] = map.q();
+    py::array out;
+    if (outobj.is_none()) {
+        out = f64 ? py::array(py::array_t<double>(shape)) : py::array(py::array_t<float>(shape));
+    } else {
+        if (!py::isinstance<py::array>(outobj)) throw py::type_error("out must be a numpy array");
+        out = py::reinterpret_borrow<py::array>(outobj);
+        if (!out.dtype().is(y.dtype()))
+            throw py::type_error("out has dtype " + std::string(py::str(out.dtype())) +
+                                 " but y has dtype " + std::string(py::str(y.dtype())));
+        if (!(out.flags() & py::array::c_style) || !out.writeable())
+            throw py::value_error("out must be a writeable C-contiguous array");
+        bool ok = out.ndim() == static_cast<py::ssize_t>(shape.size());
+        for (std::size_t d = 0; ok && d < shape.size(); ++d) ok = out.shape(d) == shape[d];
+        if (!ok) {
+            std::ostringstream os;
+            os << "out has shape " << std::string(py::str(py::tuple(py::cast(std::vector<py::ssize_t>(
+                                              out.shape(), out.shape() + out.ndim())))))
+               << " but the result has shape "
+               << std::string(py::str(py::tuple(py::cast(shape))));
+            throw py::value_error(os.str());
+        }
+        if (ranges_overlap(y, out)) throw py::value_error("out must not overlap y");
+    }
+    if (f64)
+        map.template run<double>(static_cast<const double*>(y.data()), static_cast<double*>(out.mutable_data()), m,
+                    threads);
+    else
+        map.template run<float>(static_cast<const float*>(y.data()), static_cast<float*>(out.mutable_data()), m,
+                   threads);
+    return std::move(out);
+}
+
+
+// out (q x m) = A y with the dense kernel; A given in float64 and float32.
+template <class T>
+void run_dense_map(const std::vector<double>& a64, const std::vector<float>& a32, std::int64_t q, std::int64_t n,
+                   const T* y, T* out, std::size_t m, int threads) {
+    const std::size_t tw = std::min<std::size_t>(kernels::kDenseTile, m);
+    const std::size_t work = m * static_cast<std::size_t>(n + q);
+    py::gil_scoped_release release;
+    for_each_tile(m, tw, work, threads, [&](std::size_t c0, std::size_t w) {
+        auto& buf = tls_buffer(static_cast<std::size_t>(n) * kernels::kDenseTile);
+        if constexpr (std::is_same<T, double>::value)
+            dense_tile_f64(a64.data(), q, n, y, m, out, m, c0, w, buf.data());
+        else
+            dense_tile_f32(a32.data(), q, n, y, m, out, m, c0, w, reinterpret_cast<float*>(buf.data()));
+    });
+}
+
 // When the dense operator beats the banded passes: n * q at most this, per
 // dtype. Measured with bench/spline.py on an AVX2 machine (the crossover for
 // q = n was n ~ 48 for float32 and n ~ 24-28 for float64); float32 is capped
@@ -107,54 +184,8 @@ public:
     std::int64_t n() const { return tables_.n; }
     std::int64_t q() const { return tables_.q; }
 
-    // Fast path: y a C-contiguous float32/float64 ndarray with y.shape[0] == n.
-    // Returns None when y is not such an array (the Python side then converts
-    // it and calls again); raises for a wrong length or a bad `out`.
     py::object apply(const py::object& yobj, const py::object& outobj, int threads) const {
-        if (!py::isinstance<py::array>(yobj)) return py::none();
-        py::array y = py::reinterpret_borrow<py::array>(yobj);
-        const bool f64 = py::isinstance<py::array_t<double>>(y);
-        const bool f32 = !f64 && py::isinstance<py::array_t<float>>(y);
-        if (!(f64 || f32) || !(y.flags() & py::array::c_style) || y.ndim() < 1) return py::none();
-        if (y.shape(0) != tables_.n) {
-            std::ostringstream os;
-            os << "y has " << y.shape(0) << " rows along the knot axis but the plan has n = " << tables_.n
-               << " knots";
-            throw py::value_error(os.str());
-        }
-        const std::size_t m = columns_of(y);
-        std::vector<py::ssize_t> shape(y.shape(), y.shape() + y.ndim());
-        shape[0] = tables_.q;
-        py::array out;
-        if (outobj.is_none()) {
-            out = f64 ? py::array(py::array_t<double>(shape)) : py::array(py::array_t<float>(shape));
-        } else {
-            if (!py::isinstance<py::array>(outobj)) throw py::type_error("out must be a numpy array");
-            out = py::reinterpret_borrow<py::array>(outobj);
-            if (!out.dtype().is(y.dtype()))
-                throw py::type_error("out has dtype " + std::string(py::str(out.dtype())) +
-                                     " but y has dtype " + std::string(py::str(y.dtype())));
-            if (!(out.flags() & py::array::c_style) || !out.writeable())
-                throw py::value_error("out must be a writeable C-contiguous array");
-            bool ok = out.ndim() == static_cast<py::ssize_t>(shape.size());
-            for (std::size_t d = 0; ok && d < shape.size(); ++d) ok = out.shape(d) == shape[d];
-            if (!ok) {
-                std::ostringstream os;
-                os << "out has shape " << std::string(py::str(py::tuple(py::cast(std::vector<py::ssize_t>(
-                                                  out.shape(), out.shape() + out.ndim())))))
-                   << " but the result has shape "
-                   << std::string(py::str(py::tuple(py::cast(shape))));
-                throw py::value_error(os.str());
-            }
-            if (may_share(y, out)) throw py::value_error("out must not overlap y");
-        }
-        if (f64)
-            run<double>(static_cast<const double*>(y.data()), static_cast<double*>(out.mutable_data()), m,
-                        threads);
-        else
-            run<float>(static_cast<const float*>(y.data()), static_cast<float*>(out.mutable_data()), m,
-                       threads);
-        return std::move(out);
+        return apply_map(*this, yobj, outobj, threads);
     }
 
     // The dense (q x n) operator: the plan applied to the identity.
@@ -169,39 +200,18 @@ public:
 
     const ReinschFactor& factor() const { return factor_; }
 
-private:
-    static bool may_share(const py::array& a, const py::array& b) {
-        const char* a0 = static_cast<const char*>(a.data());
-        const char* b0 = static_cast<const char*>(b.data());
-        const char* a1 = a0 + a.nbytes();
-        const char* b1 = b0 + b.nbytes();
-        return a0 < b1 && b0 < a1;
-    }
-
+    // out (q x m) = the plan applied to y (n x m); the GIL is released inside.
     template <class T>
     void run(const T* y, T* out, std::size_t m, int threads) const {
         constexpr bool is64 = std::is_same<T, double>::value;
         if (is64 ? dense_f64_ : dense_f32_) {
-            run_dense<T>(y, out, m, threads);
+            run_dense_map<T>(a64_, a32_, tables_.q, tables_.n, y, out, m, threads);
             return;
         }
         run_banded<T>(y, out, m, threads);
     }
 
-    template <class T>
-    void run_dense(const T* y, T* out, std::size_t m, int threads) const {
-        const std::size_t tw = std::min<std::size_t>(kernels::kDenseTile, m);
-        const std::size_t work = m * static_cast<std::size_t>(tables_.n + tables_.q);
-        py::gil_scoped_release release;
-        for_each_tile(m, tw, work, threads, [&](std::size_t c0, std::size_t w) {
-            auto& buf = tls_buffer(static_cast<std::size_t>(tables_.n) * kernels::kDenseTile);
-            if constexpr (std::is_same<T, double>::value)
-                dense_tile_f64(a64_.data(), tables_.q, tables_.n, y, m, out, m, c0, w, buf.data());
-            else
-                dense_tile_f32(a32_.data(), tables_.q, tables_.n, y, m, out, m, c0, w,
-                               reinterpret_cast<float*>(buf.data()));
-        });
-    }
+private:
 
     template <class T>
     void run_banded(const T* y, T* out, std::size_t m, int threads) const {
@@ -220,6 +230,44 @@ private:
     ReinschFactor factor_;
     PlanTables tables_;
     bool dense_f32_ = false, dense_f64_ = false;
+    std::vector<double> a64_;
+    std::vector<float> a32_;
+};
+
+// Any fixed (q x n) linear map applied with the dense kernel (BACC's Berrut
+// operators use it): same call conventions and fast path as Plan.
+class DenseOperator {
+public:
+    explicit DenseOperator(const py::array& a) {
+        auto arr = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+        if (!arr) throw py::type_error("the operator must be convertible to float64");
+        if (arr.ndim() != 2)
+            throw py::value_error("the operator must be 2-D (q, n), got ndim = " + std::to_string(arr.ndim()));
+        q_ = arr.shape(0);
+        n_ = arr.shape(1);
+        if (q_ < 1 || n_ < 1) throw py::value_error("the operator must have at least one row and one column");
+        a64_.assign(arr.data(), arr.data() + arr.size());
+        for (double v : a64_)
+            if (!std::isfinite(v)) throw py::value_error("the operator has a non-finite entry: " + std::to_string(v));
+        a32_.assign(a64_.begin(), a64_.end());
+    }
+    std::int64_t n() const { return n_; }
+    std::int64_t q() const { return q_; }
+    template <class T>
+    void run(const T* y, T* out, std::size_t m, int threads) const {
+        run_dense_map<T>(a64_, a32_, q_, n_, y, out, m, threads);
+    }
+    py::object apply(const py::object& yobj, const py::object& outobj, int threads) const {
+        return apply_map(*this, yobj, outobj, threads);
+    }
+    py::array_t<double> matrix() const {
+        py::array_t<double> out({static_cast<py::ssize_t>(q_), static_cast<py::ssize_t>(n_)});
+        std::copy(a64_.begin(), a64_.end(), out.mutable_data());
+        return out;
+    }
+
+private:
+    std::int64_t q_ = 0, n_ = 0;
     std::vector<double> a64_;
     std::vector<float> a32_;
 };
@@ -384,6 +432,12 @@ PYBIND11_MODULE(_core, mod) {
         .def("apply", &Plan::apply, py::arg("y"), py::arg("out") = py::none(), py::arg("threads") = 0)
         .def("matrix", &Plan::matrix)
         .def("trace", [](const Plan& p) { return smoother_trace(p.factor()); });
+    py::class_<DenseOperator>(mod, "DenseOperator")
+        .def(py::init<const py::array&>(), py::arg("a"))
+        .def_property_readonly("n", &DenseOperator::n)
+        .def_property_readonly("q", &DenseOperator::q)
+        .def("apply", &DenseOperator::apply, py::arg("y"), py::arg("out") = py::none(), py::arg("threads") = 0)
+        .def("matrix", &DenseOperator::matrix);
     mod.def("fit", &fit, py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("y"), py::arg("threads") = 0);
     mod.def("evaluate", &evaluate, py::arg("x"), py::arg("g"), py::arg("gamma"), py::arg("xq"), py::arg("nu"),
             py::arg("threads") = 0);

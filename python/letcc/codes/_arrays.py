@@ -55,8 +55,21 @@ def _float_np_dtype(dt: np.dtype, name: str) -> np.dtype:
     raise TypeError(f"{name} must hold float32 or float64 numbers, got dtype {dt}")
 
 
-def take_rows(arr, idx: np.ndarray):
-    """arr[idx] along the first axis, with arr's own indexing (stays on its device)."""
+def take_rows(arr, idx: np.ndarray, out=None):
+    """arr[idx] along the first axis, with arr's own indexing (stays on its
+    device); written into `out` (same kind) when given."""
+    if out is not None:
+        if tuple(out.shape) != (idx.shape[0],) + tuple(arr.shape[1:]):
+            raise ValueError(
+                f"out has shape {tuple(out.shape)} but the result has shape {(idx.shape[0],) + tuple(arr.shape[1:])}"
+            )
+        if isinstance(arr, np.ndarray) and isinstance(out, np.ndarray):
+            if out.dtype != arr.dtype:
+                raise TypeError(f"out has dtype {out.dtype} but the result has dtype {arr.dtype}")
+            np.take(arr, idx, axis=0, out=out)
+        else:
+            out[...] = take_rows(arr, idx)
+        return out
     if is_torch_tensor(arr):
         import torch
 

@@ -2,7 +2,9 @@
 
     code.K, code.N            number of inputs, number of workers
     code.alpha, code.beta     float64 nodes (None where a code has none)
-    code.encode(X)            (K, ...) -> (N, ...) coded inputs, same kind and dtype
+    code.encode(X, out=None)  (K, ...) -> (N, ...) coded inputs, same kind and dtype;
+                              with `out` (an (N, ...) array of the same kind and
+                              dtype, e.g. shared-memory slots) written in place
     code.decode(Y, available) (len(available), ...) worker outputs -> (K, ...) estimates
     code.can_decode(available)  whether decode() accepts this set of workers
     code.is_complete(available) whether waiting for more workers cannot improve the estimate
@@ -37,8 +39,9 @@ class Code(ABC):
     beta: np.ndarray | None = None
 
     @abstractmethod
-    def encode(self, X):
-        """X (K, ...) -> coded inputs (N, ...), same kind and dtype as X."""
+    def encode(self, X, out=None):
+        """X (K, ...) -> coded inputs (N, ...), same kind and dtype as X;
+        written into `out` (and `out` returned) when given."""
 
     @abstractmethod
     def decode(self, Y, available):

@@ -8,17 +8,20 @@ with the nodes z_i in ascending order and r(z_i) = y_i exactly when z hits a
 node. Encoding interpolates the inputs placed at alpha and evaluates at beta;
 decoding interpolates the outputs of the workers that answered (the signs
 alternate over those nodes only, in ascending order) and evaluates at alpha.
-Both are linear maps, applied as dense (q, n) operators with the array's own
-matmul (so torch and GPU arrays work as they are).
+Both are linear maps, applied as dense (q, n) operators: letcc's compiled
+DenseOperator for numpy arrays and CPU torch tensors (numpy's GEMM with an
+inner dimension of K is far from the memory floor), the array's own matmul for
+GPU arrays.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from letcc.codes._arrays import apply_dense
+from letcc.codes._arrays import take_rows
 from letcc.codes._base import Code, as_count
 from letcc.codes._plan_cache import PlanCache
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
+from letcc.splines import DenseOperator
 
 __all__ = ["BACC", "berrut_matrix"]
 
@@ -66,11 +69,12 @@ class BACC(Code):
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
         self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
         self.encoder_matrix = berrut_matrix(self.alpha, self.beta)  # (N, K), fixed
+        self.encoder = DenseOperator(self.encoder_matrix)
         self._decoders = PlanCache(plan_cache_size)
 
-    def encode(self, X):
-        X = self._inputs(X)
-        return apply_dense(self.encoder_matrix, X, "X")
+    def encode(self, X, out=None):
+        """X (K, ...) -> (N, ...) coded inputs; written into `out` when given."""
+        return self.encoder(self._inputs(X), out)
 
     def decoder_matrix(self, available) -> np.ndarray:
         """The (K, len(available)) float64 operator decode() applies: column i
@@ -78,10 +82,16 @@ class BACC(Code):
         avail = self._available(available)
         return self._decoder_for(avail)
 
+    def _decoder_op(self, sorted_idx: np.ndarray) -> DenseOperator:
+        """The cached operator for an ascending set of answering workers."""
+        return self._decoders.get(
+            sorted_idx.tobytes(), lambda: DenseOperator(berrut_matrix(self.beta[sorted_idx], self.alpha))
+        )
+
     def _decoder_for(self, avail: np.ndarray) -> np.ndarray:
         order = np.argsort(avail, kind="stable")
         sorted_idx = avail[order]
-        M = self._decoders.get(sorted_idx.tobytes(), lambda: berrut_matrix(self.beta[sorted_idx], self.alpha))
+        M = self._decoder_op(sorted_idx).matrix()
         if np.all(order[:-1] < order[1:]):
             return M
         # Columns follow the caller's order instead of reordering the rows of Y.
@@ -92,7 +102,10 @@ class BACC(Code):
     def decode(self, Y, available):
         avail = self._available(available)
         Y = self._outputs(Y, avail)
-        return apply_dense(self._decoder_for(avail), Y, "Y")
+        order = np.argsort(avail, kind="stable")
+        if np.any(order[:-1] > order[1:]):
+            Y = take_rows(Y, order)  # the operator's columns follow ascending nodes
+        return self._decoder_op(avail[order])(Y)
 
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0

@@ -25,12 +25,13 @@ class Replication(Code):
         self.N = self.K * self.r
         self.assignment = np.arange(self.N, dtype=np.int64) % self.K  # input each worker computes
 
-    def encode(self, X):
-        """X (K, ...) -> (N, ...) with row i = X[i % K] (a copy; Uncoded returns X itself)."""
+    def encode(self, X, out=None):
+        """X (K, ...) -> (N, ...) with row i = X[i % K] (a copy; Uncoded returns
+        X itself unless `out` is given, which is written and returned)."""
         X = self._inputs(X)
-        if self.r == 1:
+        if self.r == 1 and out is None:
             return X
-        return take_rows(X, self.assignment)
+        return take_rows(X, self.assignment, out)
 
     def _first_copies(self, avail: np.ndarray) -> np.ndarray:
         """Position in `avail` of the first worker holding each input (-1: none)."""

@@ -77,9 +77,10 @@ class LeTCC(Code):
 
     # ---- encoding -------------------------------------------------------
 
-    def encode(self, X):
-        """X (K, ...) -> coded inputs (N, ...): the encoder spline at every beta_n."""
-        return self.encoder(self._inputs(X))
+    def encode(self, X, out=None):
+        """X (K, ...) -> coded inputs (N, ...): the encoder spline at every beta_n.
+        With `out` ((N, ...), X's kind and dtype) the result is written there."""
+        return self.encoder(self._inputs(X), out)
 
     # ---- decoding -------------------------------------------------------
 

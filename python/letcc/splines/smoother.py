@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from letcc import _core
-from letcc.splines._arrays import is_gpu_array, is_torch_tensor, to_numpy
-from letcc.splines._validation import as_knots, as_lam, as_nu, as_points, as_weights, float_dtype_of
+from letcc.splines._linear_map import LinearMap
+from letcc.splines._validation import as_knots, as_lam, as_nu, as_points, as_weights
 
 
-class SplineSmoother:
+class SplineSmoother(LinearMap):
     """Fit-then-evaluate plan: ``plan(y)[j] = s_y(at[j])`` for every column of y.
 
     Parameters
@@ -50,7 +50,7 @@ class SplineSmoother:
     GPU when letcc was built with CUDA. NaN in a column of y stays in that column.
     """
 
-    __slots__ = ("x", "at", "lam", "w", "n", "q", "nu", "method", "_plan", "_apply", "_gpu_plan")
+    __slots__ = ("x", "at", "lam", "w", "nu", "method", "_plan", "_gpu_plan")
 
     def __init__(self, x, at, lam=0.0, w=None, *, nu=0, method="auto"):
         self.x = as_knots(x)
@@ -69,47 +69,10 @@ class SplineSmoother:
         self._apply = self._plan.apply
         self._gpu_plan = None
 
-    def __call__(self, y, out=None):
-        # The compiled fast path takes only a C-contiguous numpy `out`; any
-        # other `out` (strided view, torch tensor) goes through the general path.
-        if out is None or (type(out) is np.ndarray and out.flags.c_contiguous):
-            res = self._apply(y, out, 0)
-            if res is not None:
-                return res
-        return self._call_general(y, out)
+    def _gpu_call(self, y, out):
+        from letcc.splines.cuda_dispatch import apply_plan_gpu
 
-    def _call_general(self, y, out):
-        if is_gpu_array(y):
-            from letcc.splines.cuda_dispatch import apply_plan_gpu
-
-            return apply_plan_gpu(self, y, out)
-        arr, wrap = to_numpy(y)
-        dtype = float_dtype_of(arr)
-        if arr.ndim < 1:
-            raise ValueError(f"y must have at least one dimension (the knot axis), got a scalar")
-        if arr.shape[0] != self.n:
-            raise ValueError(
-                f"y has {arr.shape[0]} rows along the knot axis but the plan has n = {self.n} knots"
-            )
-        arr = np.ascontiguousarray(arr, dtype=dtype)
-        if out is None:
-            return wrap(self._apply(arr, None, 0))
-        if not (isinstance(out, np.ndarray) or is_torch_tensor(out)):
-            # anything else would be copied by np.asarray and the result lost
-            raise TypeError(f"out must be a numpy array or a torch tensor, got {type(out).__name__}")
-        out_arr, _ = to_numpy(out)
-        expected = (self.q,) + arr.shape[1:]
-        if out_arr.shape != expected:
-            raise ValueError(f"out has shape {out_arr.shape} but the result has shape {expected}")
-        if out_arr.dtype != dtype:
-            raise TypeError(f"out has dtype {out_arr.dtype} but the result has dtype {dtype}")
-        if not out_arr.flags.writeable:
-            raise ValueError("out is read-only")
-        if out_arr.flags.c_contiguous and not np.shares_memory(out_arr, arr):
-            self._apply(arr, out_arr, 0)
-        else:
-            out_arr[...] = self._apply(arr, None, 0)
-        return out
+        return apply_plan_gpu(self, y, out)
 
     def matrix(self) -> np.ndarray:
         """The equivalent dense (q, n) float64 operator A: ``plan(y) == A @ y``."""

@@ -1,0 +1,74 @@
+"""DenseOperator: a fixed (q, n) linear map applied to many columns with the
+compiled dense kernel (packed, register-blocked, float32 arithmetic for
+float32 data), with the same call conventions as SplineSmoother. BACC's
+Berrut operators use it: numpy's GEMM with a short inner dimension (n = K or
+the number of answers) is far from the memory floor."""
+from __future__ import annotations
+
+import numpy as np
+
+from letcc import _core
+from letcc.splines._linear_map import LinearMap
+
+
+class DenseOperator(LinearMap):
+    """``op(y, out=None) == A @ y`` along the first axis of y, for a finite
+    float64 matrix A of shape (q, n). numpy in, numpy out; CPU torch in, torch
+    out; GPU arrays (torch CUDA, CuPy) are multiplied with their own library
+    on their device."""
+
+    __slots__ = ("_op", "_a", "_device_copies")
+
+    def __init__(self, a):
+        a = np.asarray(a, dtype=np.float64)
+        if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
+            raise ValueError(f"the operator must be a non-empty 2-D array (q, n), got shape {a.shape}")
+        bad = ~np.isfinite(a)
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise ValueError(f"the operator has a non-finite entry a[{i}, {j}] = {a[i, j]}")
+        self._a = np.ascontiguousarray(a)
+        self._op = _core.DenseOperator(self._a)
+        self.q, self.n = self._a.shape
+        self._apply = self._op.apply
+        self._device_copies = {}
+
+    def matrix(self) -> np.ndarray:
+        """The (q, n) float64 matrix (a copy)."""
+        return self._a.copy()
+
+    def _gpu_call(self, y, out):
+        from letcc.splines._arrays import is_torch_tensor
+
+        n, trailing = self.n, tuple(y.shape[1:])
+        if y.shape[0] != n:
+            raise ValueError(f"y has {y.shape[0]} rows along the knot axis but the plan has n = {n} knots")
+        if is_torch_tensor(y):
+            import torch
+
+            dtype = y.dtype if y.dtype in (torch.float32, torch.float64) else torch.float64
+            if y.dtype.is_complex or y.dtype in (torch.float16, torch.bfloat16):
+                raise TypeError(f"y must hold float32 or float64 numbers, got torch dtype {y.dtype}")
+            key = ("torch", str(y.device), str(dtype))
+            a = self._device_copies.get(key)
+            if a is None:
+                a = self._device_copies[key] = torch.from_numpy(self._a).to(device=y.device, dtype=dtype)
+            res = (a @ y.detach().reshape(n, -1).to(dtype)).reshape((self.q,) + trailing)
+        else:
+            import cupy
+
+            dtype = y.dtype if y.dtype in (np.float32, np.float64) else np.float64
+            key = ("cupy", int(cupy.cuda.Device().id), str(dtype))
+            a = self._device_copies.get(key)
+            if a is None:
+                a = self._device_copies[key] = cupy.asarray(self._a, dtype=dtype)
+            res = (a @ y.reshape(n, -1).astype(dtype, copy=False)).reshape((self.q,) + trailing)
+        if out is None:
+            return res
+        if tuple(out.shape) != tuple(res.shape):
+            raise ValueError(f"out has shape {tuple(out.shape)} but the result has shape {tuple(res.shape)}")
+        out[...] = res
+        return out
+
+    def __repr__(self) -> str:
+        return f"DenseOperator(q={self.q}, n={self.n})"
