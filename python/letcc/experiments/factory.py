@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
@@ -32,7 +33,7 @@ from letcc.experiments import training as _training
 from letcc.experiments.models import ModelSpec, get_spec, vit_b_16_user_weights, VIT_B_16_SEED
 from letcc.experiments.weights_cache import (
     CorruptWeightsError, StaleWeightsError, cache_dir, hash_json, load_weights, read_manifest,
-    save_weights, training_lock,
+    save_weights, training_lock, weights_paths,
 )
 
 WEIGHTS_TRAINED = "trained-by-letcc"
@@ -168,6 +169,9 @@ def ensure_weights(name: str, *, cache: Optional[os.PathLike] = None, root: Opti
                 return info
             except (StaleWeightsError, CorruptWeightsError) as exc:
                 reason = str(exc)
+        if progress:
+            print(f"letcc: training {spec.name} on {dataset} ({reason}); the weights will be cached "
+                  f"in {weights_paths(spec.name, cache)[0]}", file=sys.stderr, flush=True)
         x, y = _data.load_dataset(dataset, "train", cfg.train_limit, root=root)
         xt, yt = _data.load_dataset(dataset, "test", cfg.test_limit, root=root)
         with torch.random.fork_rng(devices=[]):

