@@ -273,3 +273,12 @@ def test_torch_unsupported_dtypes():
             make_plan()(torch.zeros((5, 2), dtype=dt))
     with pytest.raises(TypeError, match=r"got dtype complex64"):
         make_plan()(torch.zeros((5, 2), dtype=torch.complex64))
+
+
+def test_plan_method_and_nu_errors():
+    with pytest.raises(ValueError, match=r"method must be 'auto', 'banded' or 'dense', got 'fast'"):
+        make_plan(method="fast")
+    with pytest.raises(ValueError, match=r"nu must be 0, 1 or 2, got 3"):
+        make_plan(nu=3)
+    with pytest.raises(TypeError, match=r"nu must be an integer 0, 1 or 2, got 1\.5"):
+        make_plan(nu=1.5)

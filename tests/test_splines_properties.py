@@ -208,8 +208,10 @@ def test_spline_smoother_accepts_or_refuses_cleanly(data):
     w, w_sane = weights(data.draw, n)
     lam = data.draw(lam_values(with_none=False))
     at = data.draw(points)
+    method = data.draw(mostly(st.sampled_from(["auto", "banded", "dense"]), st.sampled_from(["fast", None, 1])))
+    nu = data.draw(mostly(st.sampled_from([0, 0, 1, 2]), st.sampled_from([-1, 3, 1.0, None, True])))
     try:
-        plan = quietly(letcc.SplineSmoother, x, at, lam=lam, w=w)
+        plan = quietly(letcc.SplineSmoother, x, at, lam=lam, w=w, method=method, nu=nu)
     except ACCEPTED as exc:
         event(f"plan refused: {str(exc)[:25]}")
         return

@@ -92,6 +92,17 @@ def rel_err(got, ref):
     return float(np.max(np.abs(got - ref)) / max(np.max(np.abs(ref)), 1e-300))
 
 
+# The CPU core applies a plan either by streaming the banded Reinsch factors
+# or by multiplying with the precomputed dense operator ("auto" picks one by
+# size): every plan comparison runs through both.
+METHODS = ("banded", "dense")
+
+
+def plan_results(x, at, y, **kw):
+    """{method: plan(y)} for each CPU kernel."""
+    return {m: letcc.SplineSmoother(x, at, method=m, **kw)(y) for m in METHODS}
+
+
 def inside_points(rng, x, k=40):
     return np.concatenate([x, rng.uniform(x[0], x[-1], k)])
 
@@ -113,13 +124,14 @@ def test_matches_scipy_make_smoothing_spline(rng, n, lam, weighted):
     y = rng.normal(size=(n, 3))
     t = inside_points(rng, x)
     s = letcc.SmoothingSpline(x, y, lam=lam, w=w)
-    plan = letcc.SplineSmoother(x, t, lam=lam, w=w)
+    plans = {m: letcc.SplineSmoother(x, t, lam=lam, w=w, method=m) for m in METHODS}
     for col in range(3):
         ref = make_smoothing_spline(x, y[:, col], w=w, lam=lam)
         for nu in (0, 1, 2):
             assert rel_err(s(t, nu=nu)[:, col], ref(t, nu=nu)) < 1e-9, (col, nu)
-        assert rel_err(plan(y)[:, col], ref(t)) < 1e-9
-        assert rel_err(plan(np.ascontiguousarray(y[:, col])), ref(t)) < 1e-9
+        for method, plan in plans.items():
+            assert rel_err(plan(y)[:, col], ref(t)) < 1e-9, method
+            assert rel_err(plan(np.ascontiguousarray(y[:, col])), ref(t)) < 1e-9, method
 
 
 @pytest.mark.parametrize("lam", [1e3, 1e6, 1e9])
@@ -137,7 +149,8 @@ def test_large_lam_matches_dense_reinsch(rng, n, lam):
     assert rel_err(s.second_derivatives[1:-1], G @ y) < 1e-9
     t = inside_points(rng, x)
     assert rel_err(s(t), natural_spline_eval(x, g_ref, t)) < 1e-9
-    assert rel_err(letcc.SplineSmoother(x, t, lam=lam, w=w)(y), natural_spline_eval(x, g_ref, t)) < 1e-9
+    for method, got in plan_results(x, t, y, lam=lam, w=w).items():
+        assert rel_err(got, natural_spline_eval(x, g_ref, t)) < 1e-9, method
 
 
 def test_very_large_lam_is_the_weighted_least_squares_line(rng):
@@ -152,7 +165,8 @@ def test_very_large_lam_is_the_weighted_least_squares_line(rng):
     errs = [rel_err(letcc.SmoothingSpline(x, y, lam=lam, w=w)(t), line) for lam in (1e4, 1e8, 1e12)]
     assert errs[0] > errs[1] > errs[2]
     assert errs[2] < 1e-9
-    assert rel_err(letcc.SplineSmoother(x, t, lam=1e12, w=w)(y), line) < 1e-9
+    for method, got in plan_results(x, t, y, lam=1e12, w=w).items():
+        assert rel_err(got, line) < 1e-9, method
     s = letcc.SmoothingSpline(x, y, lam=1e12, w=w)
     assert rel_err(s(t, nu=1), np.broadcast_to(coef[1], (t.size, 2))) < 1e-8
     assert np.max(np.abs(s(t, nu=2))) < 1e-8 * np.max(np.abs(y)) / np.min(np.diff(x)) ** 2
@@ -173,7 +187,8 @@ def test_lam0_is_the_natural_interpolating_spline(rng, n, nu):
     else:
         assert rel_err(s(t, nu=nu), ref) < tol
     if nu == 0:
-        assert rel_err(letcc.SplineSmoother(x, t)(y), ref) < tol
+        for method, got in plan_results(x, t, y).items():
+            assert rel_err(got, ref) < tol, method
         np.testing.assert_allclose(s(x), y, rtol=0, atol=1e-12 * np.abs(y).max())
 
 
@@ -195,7 +210,8 @@ def test_linear_extension_outside_the_knots(rng, n, lam):
             assert np.all(got == 0.0)
         else:
             assert rel_err(got, ref) < 1e-9, nu
-    assert rel_err(letcc.SplineSmoother(x, t, lam=lam, w=w)(y), natural_spline_eval(x, g_ref, t)) < 1e-9
+    for method, got in plan_results(x, t, y, lam=lam, w=w).items():
+        assert rel_err(got, natural_spline_eval(x, g_ref, t)) < 1e-9, method
     # continuity of value and slope at both ends
     eps = 1e-7
     for end in (x[0], x[-1]):
@@ -237,21 +253,27 @@ def test_float32_within_1e6_of_float64(rng, n, lam, knots):
     scale = np.abs(y64).max()
     inside = np.concatenate([x, rng.uniform(-1.0, 1.0, 64)])
     # Inside the knots: within 1e-6 of max|y| (the issue's bound).
-    plan = letcc.SplineSmoother(x, inside, lam=lam)
-    got = plan(y32)
-    assert got.dtype == np.float32
-    assert np.max(np.abs(got - plan(y64))) / scale < 1e-6
+    for method in METHODS:
+        plan = letcc.SplineSmoother(x, inside, lam=lam, method=method)
+        got = plan(y32)
+        assert got.dtype == np.float32
+        assert np.max(np.abs(got - plan(y64))) / scale < 1e-6, method
     s32, s64 = letcc.SmoothingSpline(x, y32, lam=lam), letcc.SmoothingSpline(x, y64, lam=lam)
     v32 = s32(inside)
     assert v32.dtype == np.float32
     assert np.max(np.abs(v32 - s64(inside))) / scale < 1e-6
     # Outside the knots and for derivatives the values can be far larger than
     # max|y| (slopes of 1/gap with Chebyshev knots): there the bound is
-    # relative to the float64 result itself.
+    # relative to the larger of max|y| and max|float64 result|.
     outside = np.concatenate([rng.uniform(-1.3, -1.0, 8), rng.uniform(1.0, 1.3, 8)])
-    ref = letcc.SplineSmoother(x, outside, lam=lam)(y64)
-    assert rel_err(letcc.SplineSmoother(x, outside, lam=lam)(y32), ref) < 1e-6
-    assert rel_err(s32(outside), ref) < 1e-6
+    ref = letcc.SplineSmoother(x, outside, lam=lam, method="banded")(y64)
+    bound = 1e-6 * max(scale, np.abs(ref).max())
+    # (a forced dense float32 product over n = 1024 terms accumulates ~1e-6
+    # outside the knots; "auto" uses it only for n * q <= 1024)
+    for method in METHODS if n <= 64 else ("banded",):
+        got = letcc.SplineSmoother(x, outside, lam=lam, method=method)(y32)
+        assert np.max(np.abs(got - ref)) < bound, method
+    assert np.max(np.abs(s32(outside) - ref)) < bound
     for nu in (1, 2):
         assert rel_err(s32(inside, nu=nu), s64(inside, nu=nu)) < 1e-6, nu
 
@@ -264,7 +286,8 @@ def test_one_knot_is_a_constant(rng):
         s = letcc.SmoothingSpline([0.3], y, lam=lam)
         np.testing.assert_array_equal(s(t), np.broadcast_to(y, (7, 3)))
         assert np.all(s(t, nu=1) == 0.0) and np.all(s(t, nu=2) == 0.0)
-        np.testing.assert_array_equal(letcc.SplineSmoother([0.3], t, lam=lam or 0.0)(y), np.broadcast_to(y, (7, 3)))
+        for got in plan_results([0.3], t, y, lam=lam or 0.0).values():
+            np.testing.assert_array_equal(got, np.broadcast_to(y, (7, 3)))
 
 
 def test_two_knots_are_the_line_through_both_points(rng):
@@ -278,7 +301,8 @@ def test_two_knots_are_the_line_through_both_points(rng):
         assert rel_err(s(t), line) < 1e-12
         assert rel_err(s(t, nu=1), np.broadcast_to(slope, (9, 3))) < 1e-12
         assert np.all(s(t, nu=2) == 0.0)
-        assert rel_err(letcc.SplineSmoother(x, t, lam=lam or 0.0)(y), line) < 1e-12
+        for method, got in plan_results(x, t, y, lam=lam or 0.0).items():
+            assert rel_err(got, line) < 1e-12, method
 
 
 @pytest.mark.parametrize("n", [3, 4])
@@ -295,7 +319,8 @@ def test_three_and_four_knots_are_real_splines(rng, n, lam):
         # and the reference's own rounding (eps |y| / gap**nu) dominates
         err = np.max(np.abs(s(t, nu=nu) - natural_spline_eval(x, g_ref, t, nu=nu)))
         assert err < 1e-9 * np.abs(y).max() / np.min(np.diff(x)) ** nu, nu
-    assert rel_err(letcc.SplineSmoother(x, t, lam=lam, w=w)(y), natural_spline_eval(x, g_ref, t)) < 1e-9
+    for method, got in plan_results(x, t, y, lam=lam, w=w).items():
+        assert rel_err(got, natural_spline_eval(x, g_ref, t)) < 1e-9, method
 
 
 # ---------------------------------------------------------------- GCV

@@ -14,6 +14,12 @@ def knots(rng, n):
     return np.sort(rng.uniform(-1.0, 1.0, n)) if n < 3 else np.linspace(-1, 1, n) + rng.uniform(-0.3, 0.3, n) / n
 
 
+@pytest.fixture(params=["auto", "banded", "dense"])
+def method(request):
+    """The CPU kernel a plan uses (auto picks banded or dense by size)."""
+    return request.param
+
+
 @pytest.fixture
 def threads():
     """Restores the thread count a test changes."""
@@ -31,10 +37,10 @@ def close(a, b, tol=1e-12):
 # ---------------------------------------------------------------- columns
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n,m", [(1, 5), (2, 7), (3, 9), (4, 3), (17, 100), (64, 1000)])
-def test_many_columns_equal_a_loop_over_single_columns(rng, dtype, n, m):
+def test_many_columns_equal_a_loop_over_single_columns(rng, dtype, n, m, method):
     x = knots(rng, n)
     at = rng.uniform(-1.2, 1.2, 13)
-    plan = letcc.SplineSmoother(x, at, lam=1e-3, w=rng.uniform(0.5, 2.0, n))
+    plan = letcc.SplineSmoother(x, at, lam=1e-3, w=rng.uniform(0.5, 2.0, n), method=method)
     y = rng.normal(size=(n, m)).astype(dtype)
     together = plan(y)
     assert together.shape == (13, m) and together.dtype == dtype
@@ -121,10 +127,10 @@ def test_integer_and_bool_data_become_float64(rng):
 # ---------------------------------------------------------------- dense operator
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 30])
 @pytest.mark.parametrize("lam", [0.0, 1e-3, 10.0])
-def test_matrix_times_y_equals_the_plan(rng, n, lam):
+def test_matrix_times_y_equals_the_plan(rng, n, lam, method):
     x = knots(rng, n)
     at = rng.uniform(-1.3, 1.3, 11)
-    plan = letcc.SplineSmoother(x, at, lam=lam, w=rng.uniform(0.5, 2.0, n))
+    plan = letcc.SplineSmoother(x, at, lam=lam, w=rng.uniform(0.5, 2.0, n), method=method)
     A = plan.matrix()
     assert A.shape == (11, n) and A.dtype == np.float64
     y = rng.normal(size=(n, 6))
@@ -147,12 +153,12 @@ def test_matrix_at_the_knots_has_the_smoother_trace(rng):
 
 # ---------------------------------------------------------------- threads
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_one_and_two_threads_give_identical_results(rng, threads, dtype):
+def test_one_and_two_threads_give_identical_results(rng, threads, dtype, method):
     n, m = 32, 5000  # enough work for the core to split column tiles over threads
     x = knots(rng, n)
     at = rng.uniform(-1.1, 1.1, n)
     y = rng.normal(size=(n, m)).astype(dtype)
-    plan = letcc.SplineSmoother(x, at, lam=1e-3)
+    plan = letcc.SplineSmoother(x, at, lam=1e-3, method=method)
     results = {}
     for k in (1, 2):
         letcc.set_num_threads(k)
@@ -171,14 +177,14 @@ def test_set_num_threads_zero_means_all_cores(threads):
 # ---------------------------------------------------------------- NaN
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_nan_stays_in_its_column(rng, dtype, bad):
+def test_nan_stays_in_its_column(rng, dtype, bad, method):
     n, m = 12, 40
     x = knots(rng, n)
     at = rng.uniform(-1.2, 1.2, 9)
     y = rng.normal(size=(n, m)).astype(dtype)
     clean = y.copy()
     y[5, 7] = bad
-    plan = letcc.SplineSmoother(x, at, lam=1e-2)
+    plan = letcc.SplineSmoother(x, at, lam=1e-2, method=method)
     got, ref = plan(y), plan(clean)
     assert not np.isfinite(got[:, 7]).all()
     others = np.arange(m) != 7
@@ -207,12 +213,12 @@ def test_read_only_inputs_are_accepted(rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_non_contiguous_inputs_are_accepted(rng, dtype):
+def test_non_contiguous_inputs_are_accepted(rng, dtype, method):
     n = 11
     x = knots(rng, n)
     at = rng.uniform(-1.2, 1.2, 8)
     big = rng.normal(size=(n, 12)).astype(dtype)
-    plan = letcc.SplineSmoother(x, at, lam=0.02)
+    plan = letcc.SplineSmoother(x, at, lam=0.02, method=method)
     views = {
         "every other column": big[:, ::2],
         "reversed columns": big[:, ::-1],
@@ -231,7 +237,7 @@ def test_non_contiguous_inputs_are_accepted(rng, dtype):
     ats = np.repeat(at, 3)[::3]
     ws = np.ones(2 * n)[::2]
     assert not (xs.flags.c_contiguous or ats.flags.c_contiguous or ws.flags.c_contiguous)
-    np.testing.assert_array_equal(letcc.SplineSmoother(xs, ats, lam=0.02, w=ws)(big), plan(big))
+    np.testing.assert_array_equal(letcc.SplineSmoother(xs, ats, lam=0.02, w=ws, method=method)(big), plan(big))
 
 
 def test_lists_are_accepted(rng):
@@ -300,11 +306,11 @@ def test_torch_result_shares_memory_with_the_computed_array(rng):
 
 # ---------------------------------------------------------------- out=
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_out_parameter(rng, dtype):
+def test_out_parameter(rng, dtype, method):
     n, m = 10, 7
     x = knots(rng, n)
     at = rng.uniform(-1, 1, 4)
-    plan = letcc.SplineSmoother(x, at, lam=0.3)
+    plan = letcc.SplineSmoother(x, at, lam=0.3, method=method)
     y = rng.normal(size=(n, m)).astype(dtype)
     ref = plan(y)
     out = np.full((4, m), np.nan, dtype=dtype)
@@ -352,3 +358,19 @@ def test_gcv_lam_is_used_by_the_fit(rng):
     assert s.lam > 0
     at = rng.uniform(-1, 1, 9)
     np.testing.assert_array_equal(s(at), letcc.SmoothingSpline(x, y, lam=s.lam)(at))
+
+
+# ---------------------------------------------------------------- derivative plans
+@pytest.mark.parametrize("nu", [0, 1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_plan_derivatives_equal_the_smoothing_spline(rng, nu, dtype, method):
+    n = 14
+    x = knots(rng, n)
+    at = rng.uniform(-1.3, 1.3, 10)  # inside and outside
+    y = rng.normal(size=(n, 5)).astype(dtype)
+    plan = letcc.SplineSmoother(x, at, lam=1e-2, nu=nu, method=method)
+    assert plan.nu == nu
+    got = plan(y)
+    assert got.dtype == dtype
+    close(got, letcc.SmoothingSpline(x, y, lam=1e-2)(at, nu=nu), 1e-12 if dtype == np.float64 else 1e-6)
+    close(plan.matrix() @ y.astype(np.float64), got, 1e-12 if dtype == np.float64 else 1e-6)
