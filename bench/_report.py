@@ -14,7 +14,8 @@ Usage (from a script in bench/)::
 command (interpreter, script, arguments, and the BLAS-related environment
 variables as they were), the machine (CPU model, cores, load average, memory),
 the BLAS libraries and kernels threadpoolctl reports, numpy / scipy / letcc
-versions and letcc's kernel ISA and thread count, then the given sections.
+versions, letcc's kernel ISA and thread count, and the git commit (with any
+modified tracked files), then the given sections.
 
 Run benchmarks with ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE`` on the
 dev machine (those variables slow numpy's BLAS); the report records whether
@@ -95,6 +96,7 @@ def environment() -> list[tuple[str, str]]:
     info.append(("command", f"`{command_line()}` (cwd `{os.getcwd()}`)"))
     env = ", ".join(f"{k}={os.environ[k]}" if k in os.environ else f"{k} unset" for k in BLAS_ENV_VARS)
     info.append(("BLAS environment", env))
+    info.append(("source", _git_state()))
     info.append(("cpu", _cpu_model()))
     cores = os.cpu_count()
     try:
@@ -137,6 +139,25 @@ def write_report(name: str, title: str, sections: Sequence[str], notes: str = ""
     path.write_text("\n".join(parts))
     print(f"wrote {path}")
     return path
+
+
+def _git_state() -> str:
+    """HEAD commit of the repository and whether tracked files differ from it
+    (the installed compiled core is whatever was last built from the tree)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.split("\n")
+        dirty = [line[3:] for line in dirty if line.strip()]
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (git not available)"
+    if not head:
+        return "unknown (not a git checkout)"
+    return f"commit {head}" + (f", modified: {', '.join(dirty)}" if dirty else ", clean")
 
 
 def _cpu_model() -> str:

@@ -67,6 +67,8 @@ def measure(n: int, m: int, dtype, rng, repeats: int, min_run: float) -> dict:
     out2 = np.empty((n, m), dtype)
     dst = np.empty_like(y)
     r = {"n": n, "m": m, "dtype": np.dtype(dtype).name}
+    # which CPU kernel "auto" chose for this plan and dtype
+    r["kernel"] = plan._plan.method(np.dtype(dtype) == np.float64) if hasattr(plan._plan, "method") else "?"
     bt = lambda f: best_time(f, repeats=repeats, min_run=min_run)  # noqa: E731
 
     r["plan"] = bt(lambda: plan(y))
@@ -143,7 +145,7 @@ def main(argv=None) -> None:
 
     rng = np.random.default_rng(12345)
     rows, results = [], []
-    headers = ["n", "m", "dtype", "letcc plan(y)", "letcc out=", "copyto floor", "y.copy()", "numpy GEMM",
+    headers = ["n", "m", "dtype", "kernel", "letcc plan(y)", "letcc out=", "copyto floor", "y.copy()", "numpy GEMM",
                "csaps", "scipy loop", "plan/copy", "out=/copyto", "GEMM/out=", "csaps/plan", "scipy/plan"]
     print("| " + " | ".join(headers) + " |")
     for n in args.ns:
@@ -152,7 +154,7 @@ def main(argv=None) -> None:
                 r = measure(n, m, dtype, rng, args.repeats, args.min_run)
                 results.append(r)
                 row = [
-                    n, m, r["dtype"], fmt_t(r["plan"]), fmt_t(r["plan_out"]), fmt_t(r["copyto"]), fmt_t(r["copy"]),
+                    n, m, r["dtype"], r["kernel"], fmt_t(r["plan"]), fmt_t(r["plan_out"]), fmt_t(r["copyto"]), fmt_t(r["copy"]),
                     fmt_t(r["gemm"]), fmt_t(r["csaps"]) + ("*" if r["csaps_scaled"] else ""),
                     fmt_t(r["scipy"]) + ("*" if r["scipy_cols"] < m else ""),
                     f"{r['plan'] / r['copy']:.2f}", f"{r['plan_out'] / r['copyto']:.2f}",
@@ -161,7 +163,7 @@ def main(argv=None) -> None:
                 ]
                 rows.append(row)
                 print("| " + " | ".join(str(c) for c in row) + " |", flush=True)
-    main_table = markdown_table(headers, rows, align="rrl" + "r" * (len(headers) - 3))
+    main_table = markdown_table(headers, rows, align="rrll" + "r" * (len(headers) - 4))
 
     worst = max(max(r["gemm_err"], r["csaps_err"], r["scipy_err"]) for r in results)
     small_table, small_rows = small_call_overhead(args.repeats)
@@ -177,6 +179,8 @@ def main(argv=None) -> None:
 K = n points, for every column of y (n x m, C order). Times are the best of {args.repeats} runs (each at
 least {args.min_run} s, a single call for the slow ones). Columns:
 
+- **kernel**: the CPU kernel `method="auto"` chose for this size and dtype (banded Reinsch passes or the
+  dense precomputed operator).
 - **letcc plan(y)**: `SplineSmoother(x, at, lam)(y)`, result allocated by the call;
   **letcc out=**: `plan(y, out=buf)` into a preallocated buffer. letcc uses {letcc.get_num_threads()} threads.
 - **copyto floor**: `np.copyto(buf, y)`, the same bytes read and written, preallocated (compare with
