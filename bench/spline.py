@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import best_time, markdown_table, write_report  # noqa: E402
 
 import csaps  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 import scipy  # noqa: E402
 from scipy.interpolate import make_smoothing_spline  # noqa: E402
 
@@ -73,9 +74,18 @@ def measure(n: int, m: int, dtype, rng, repeats: int, min_run: float) -> dict:
 
     r["plan"] = bt(lambda: plan(y))
     r["plan_out"] = bt(lambda: plan(y, out=out))
+    threads = letcc.get_num_threads()
+    letcc.set_num_threads(1)
+    r["plan_out_1t"] = bt(lambda: plan(y, out=out))
+    letcc.set_num_threads(threads)
     r["copyto"] = bt(lambda: np.copyto(dst, y))
     r["copy"] = bt(lambda: y.copy())
-    r["gemm"] = bt(lambda: np.matmul(A, y, out=out2))
+    # GEMM gets its best thread count: OpenBLAS's default (all cores) and one
+    # thread (spinning BLAS threads lose badly when the machine is shared)
+    r["gemm_all"] = bt(lambda: np.matmul(A, y, out=out2))
+    with threadpool_limits(limits=1, user_api="blas"):
+        r["gemm_1t"] = bt(lambda: np.matmul(A, y, out=out2))
+    r["gemm"] = min(r["gemm_all"], r["gemm_1t"])
     # agreement, so that every column is known to compute the same thing
     ref = plan(y)
     scale = float(np.abs(ref).max())
@@ -145,7 +155,8 @@ def main(argv=None) -> None:
 
     rng = np.random.default_rng(12345)
     rows, results = [], []
-    headers = ["n", "m", "dtype", "kernel", "letcc plan(y)", "letcc out=", "copyto floor", "y.copy()", "numpy GEMM",
+    headers = ["n", "m", "dtype", "kernel", "letcc plan(y)", "letcc out=", "out= 1 thread", "copyto floor", "y.copy()",
+               "numpy GEMM",
                "csaps", "scipy loop", "plan/copy", "out=/copyto", "GEMM/out=", "csaps/plan", "scipy/plan"]
     print("| " + " | ".join(headers) + " |")
     for n in args.ns:
@@ -154,8 +165,8 @@ def main(argv=None) -> None:
                 r = measure(n, m, dtype, rng, args.repeats, args.min_run)
                 results.append(r)
                 row = [
-                    n, m, r["dtype"], r["kernel"], fmt_t(r["plan"]), fmt_t(r["plan_out"]), fmt_t(r["copyto"]), fmt_t(r["copy"]),
-                    fmt_t(r["gemm"]), fmt_t(r["csaps"]) + ("*" if r["csaps_scaled"] else ""),
+                    n, m, r["dtype"], r["kernel"], fmt_t(r["plan"]), fmt_t(r["plan_out"]), fmt_t(r["plan_out_1t"]),
+                    fmt_t(r["copyto"]), fmt_t(r["copy"]), fmt_t(r["gemm"]) + ("" if r["gemm"] == r["gemm_all"] else " (1t)"), fmt_t(r["csaps"]) + ("*" if r["csaps_scaled"] else ""),
                     fmt_t(r["scipy"]) + ("*" if r["scipy_cols"] < m else ""),
                     f"{r['plan'] / r['copy']:.2f}", f"{r['plan_out'] / r['copyto']:.2f}",
                     f"{r['gemm'] / r['plan_out']:.2f}", f"{r['csaps'] / r['plan']:.0f}",
@@ -182,11 +193,13 @@ least {args.min_run} s, a single call for the slow ones). Columns:
 - **kernel**: the CPU kernel `method="auto"` chose for this size and dtype (banded Reinsch passes or the
   dense precomputed operator).
 - **letcc plan(y)**: `SplineSmoother(x, at, lam)(y)`, result allocated by the call;
-  **letcc out=**: `plan(y, out=buf)` into a preallocated buffer. letcc uses {letcc.get_num_threads()} threads.
+  **letcc out=**: `plan(y, out=buf)` into a preallocated buffer. letcc uses {letcc.get_num_threads()} threads;
+  **out= 1 thread**: the same with `letcc.set_num_threads(1)`.
 - **copyto floor**: `np.copyto(buf, y)`, the same bytes read and written, preallocated (compare with
   `out=`); **y.copy()**: the same with a freshly allocated result (compare with `plan(y)`: both pay
   for fresh pages).
-- **numpy GEMM**: `np.matmul(A, y, out=buf)`, A = `plan.matrix()` precomputed in y's dtype (OpenBLAS).
+- **numpy GEMM**: `np.matmul(A, y, out=buf)`, A = `plan.matrix()` precomputed in y's dtype (OpenBLAS), the
+  better of OpenBLAS's default thread count and one thread (`(1t)`: one thread was faster).
 - **csaps**: `csaps.csaps(x, y, at, smooth=1/(1+lam), axis=0)` (same spline; vectorised). `*`: timed on
   {CSAPS_COLUMNS} columns and scaled linearly to m.
 - **scipy loop**: `make_smoothing_spline(x, y[:, j], lam=lam)(at)` for every column j. `*`: timed on the
