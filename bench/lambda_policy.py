@@ -54,10 +54,11 @@ CAL_DRAWS = 16        # straggler sets per S for calibration
 DRAWS = 40            # straggler sets per S for evaluation (the same for every scheme)
 GCV_DRAWS = 10        # of which GCV is run on the first (it decodes round by round)
 LAM_ENC_GRID = (0.0, 1e-5)   # for the per-S grid optimum
-NOISE_SIGMAS = (0.03, 0.1)
+NOISE_SIGMAS = (0.03, 0.1, 0.3)
+NOISE_PAIRS = [(8, 16), (12, 36), (8, 64)]   # (8, 64): many answers per decode, where GCV can see the noise
 SEED = 2024
 
-SCHEMES = ["lam=0", "GapScaledLam 3e-4", "default", "calibrated", "calibrated relacc", "GCV", "grid optimum"]
+SCHEMES = ["lam=0", "GapScaledLam 3e-4", "default", "calibrated", "relacc-target", "GCV", "grid optimum"]
 
 
 # ---------------------------------------------------------------- model and data
@@ -194,10 +195,10 @@ def study_pair(name, f, cal, ev, K, N, policies):
              "gcv_lam": g_lam, "grid_lam_enc": best[1], "grid_lam_dec": best[2]}
         for i, s in enumerate(SCHEMES[:5]):
             r[s] = el["mse"][:, i].mean()
-            r[s + " relacc"] = el["acc"][:, i].mean() / base_acc
+            r["RelAcc " + s] = el["acc"][:, i].mean() / base_acc
         # GCV ran on the first GCV_DRAWS sets: scale by BACC on the same sets
         r["GCV"] = g_mse.mean() / eb_g * r["bacc_mse"]
-        r["GCV relacc"] = g_acc.mean() / base_acc
+        r["RelAcc GCV"] = g_acc.mean() / base_acc
         r["grid optimum"] = best[0]
         # the per-set spread of the paired ratio, for the "every S" verdict
         ratio = el["mse"][:, 3] / np.maximum(eb["mse"][:, 0], 1e-300)
@@ -210,6 +211,8 @@ def study_pair(name, f, cal, ev, K, N, policies):
 # ---------------------------------------------------------------- noise
 
 def noise_study(f, cal, ev, K, N, policy_clean):
+    """Rows for one pair: sigma x S in (0, N/4, N/2). policy_clean: a policy
+    calibrated without noise (for pairs it has no table it is the default)."""
     bt = as_batches(ev[0], K)
     B = bt.shape[0]
     lab = ev[1][: B * K].reshape(B, K)
@@ -231,7 +234,7 @@ def noise_study(f, cal, ev, K, N, policy_clean):
                                lambda nd: [dflt.lam_dec(nd, N, K), policy_clean.lam_dec(nd, N, K),
                                            pol_noisy.lam_dec(nd, N, K)], noise_sigma=sigma, noise_seed=seed)["mse"]
             g = gcv_errors(code, out_l, exact, sets, lab, sigma, seed)[0]
-            out.append({"sigma": sigma, "S": S, "bacc": eb.mean(), "default": el[:, 0].mean(),
+            out.append({"K": K, "N": N, "sigma": sigma, "S": S, "bacc": eb.mean(), "default": el[:, 0].mean(),
                         "calibrated (noiseless)": el[:, 1].mean(), "calibrated (sigma)": el[:, 2].mean(),
                         "GCV": g.mean(), "cal_s": t_cal})
     return out
@@ -240,25 +243,53 @@ def noise_study(f, cal, ev, K, N, policy_clean):
 # ---------------------------------------------------------------- fitting the default
 
 def fit_default(curves):
-    """curves: list of (beta, per-S list of (sets, exact, outputs, alpha)). Score
-    psi = c0 phi_a^3 for a grid of (c0, a) by the mean over models, pairs and S
-    of MSE / (best constant-lam MSE at that S), on calibration images."""
+    """curves: list of (code, outputs, exact, {S: sets}) on calibration images.
+
+    Scores psi = c0 phi_a^3 for a grid of (c0, a) by the mean over models,
+    pairs and S of MSE / (best constant-lam MSE at that S). Also measures, in
+    sample, how much a richer policy could gain: the best lam per phi bin
+    (monotone, what calibrate fits) and the best lam per (S, phi bin) cell,
+    both relative to the best constant lam per S."""
+    from letcc.policy import _best_path, _bins
+
     c0s = 10.0 ** np.arange(-4.5, -2.49, 0.25)
     factors = (0.0, 4.0, 8.0, 12.0)
     score = np.zeros((len(factors), len(c0s)))
     worst = np.zeros_like(score)
+    rich = {"psi(phi) per bin, monotone": [], "per (S, phi bin) cell": []}
     n = 0
     for code, outputs, exact, by_S in curves:
+        counts, curves_S, refs = [], [], {}
         for S, sets in by_S.items():
-            ref = decode_errors(code.beta, code.alpha, outputs, exact, sets,
-                                lambda nd: DEFAULT_LAM_GRID)["mse"].mean(axis=0).min()
+            E = decode_errors(code.beta, code.alpha, outputs, exact, sets, lambda nd: DEFAULT_LAM_GRID)["mse"]
+            refs[S] = E.mean(axis=0).min()
+            curves_S.append(E / refs[S])
+            counts += [S] * len(sets)
             for i, a in enumerate(factors):
                 m = decode_errors(code.beta, code.alpha, outputs, exact, sets,
                                   lambda nd: [c * effective_gap(nd, a) ** 3 for c in c0s])["mse"].mean(axis=0)
-                score[i] += m / ref
-                worst[i] = np.maximum(worst[i], m / ref)
+                score[i] += m / refs[S]
+                worst[i] = np.maximum(worst[i], m / refs[S])
             n += 1
-    return c0s, factors, score / n, worst
+        cost = np.vstack(curves_S)
+        counts = np.array(counts)
+        all_sets = [F for S in by_S for F in by_S[S]]
+        phis = np.array([effective_gap(code.beta[F]) for F in all_sets])
+        _, members = _bins(phis)
+        path, _ = _best_path(np.array([cost[m].sum(axis=0) for m in members]), monotone=True)
+        chosen = np.empty(len(all_sets), dtype=int)
+        for m, j in zip(members, path):
+            chosen[m] = j
+        per_set = cost[np.arange(len(all_sets)), chosen]
+        rich["psi(phi) per bin, monotone"] += [per_set[counts == S].mean() for S in by_S]
+        cell = np.empty(len(all_sets))
+        for m in members:
+            for S in by_S:
+                c = m & (counts == S)
+                if c.any():
+                    cell[c] = cost[c][:, int(np.argmin(cost[c].sum(axis=0)))]
+        rich["per (S, phi bin) cell"] += [cell[counts == S].mean() for S in by_S]
+    return c0s, factors, score / n, worst, {k: float(np.mean(v)) for k, v in rich.items()}
 
 
 # ---------------------------------------------------------------- timing
@@ -272,7 +303,7 @@ def timing(policy_cal: LamPolicy):
     dflt, old = LamPolicy(), GapScaledLam()
 
     def best(fn, n=2000):
-        return min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
+        return min(timeit.repeat(fn, number=n, repeat=9)) / n * 1e6
 
     codes = {"LeTCC fixed lam": LeTCC(K, N, lam_dec=1e-4), "LeTCC default policy": LeTCC(K, N, lam_dec=dflt),
              "LeTCC calibrated policy": LeTCC(K, N, lam_dec=policy_cal), "LeTCC GapScaledLam": LeTCC(K, N, lam_dec=old),
@@ -332,17 +363,17 @@ def pair_tables(name, K, N, res, cal_reports, lines):
     lines.append(f"\nCalibrated against the per-S grid optimum: mean {gap.mean():.3f}, worst {gap.max():.3f} "
                  f"(S = {rows[int(np.argmax(gap))]['S']}).\n")
     lines.append("RelAcc (decoded argmax accuracy / base accuracy):\n")
-    head = ["S", "BACC", "calibrated relacc", "calibrated mse", "default", "lam=0", "GCV",
-            "MSE ratio of 'calibrated relacc'"]
+    head = ["S", "BACC", "relacc-target", "calibrated (mse)", "default", "lam=0", "GCV",
+            "MSE ratio of relacc-target", "MSE ratio of calibrated (mse)"]
     lines.append("| " + " | ".join(head) + " |")
     lines.append("|" + "---|" * len(head))
     for r in rows:
-        cells = [str(r["S"]), f"{r['bacc_relacc']:.4f}", f"{r['calibrated relacc relacc']:.4f}",
-                 f"{r['calibrated relacc']:.4f}", f"{r['default relacc']:.4f}", f"{r['lam=0 relacc']:.4f}",
-                 f"{r['GCV relacc']:.4f}", f"{r['calibrated relacc'] / r['bacc_mse']:.3f}"]
+        cells = [str(r["S"]), f"{r['bacc_relacc']:.4f}"]
+        cells += [f"{r['RelAcc ' + s]:.4f}" for s in ("relacc-target", "calibrated", "default", "lam=0", "GCV")]
+        cells += [f"{r[s] / r['bacc_mse']:.3f}" for s in ("relacc-target", "calibrated")]
         lines.append("| " + " | ".join(cells) + " |")
-    ra = np.array([r["calibrated relacc relacc"] - r["bacc_relacc"] for r in rows])
-    rm = np.array([r["calibrated relacc"] - r["bacc_relacc"] for r in rows])
+    ra = np.array([r["RelAcc relacc-target"] - r["bacc_relacc"] for r in rows])
+    rm = np.array([r["RelAcc calibrated"] - r["bacc_relacc"] for r in rows])
     lines.append(f"\nRelAcc minus BACC's, mean over S: relacc target {ra.mean():+.4f} (below BACC at S = "
                  f"{', '.join(str(r['S']) for r, v in zip(rows, ra) if v < 0) or 'none'}); mse target "
                  f"{rm.mean():+.4f} (below at S = {', '.join(str(r['S']) for r, v in zip(rows, rm) if v < 0) or 'none'}).\n")
@@ -352,19 +383,19 @@ def pair_tables(name, K, N, res, cal_reports, lines):
                  f"{rep['relacc']['seconds']:.1f} s (model outputs reused).\n")
 
 
-def plot(all_res, path):
+def plot(all_res, names, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     keys = list(all_res)
-    fig, axes = plt.subplots(len(MODELS), len(PAIRS), figsize=(5 * len(PAIRS), 3.2 * len(MODELS)), squeeze=False)
+    fig, axes = plt.subplots(len(names), len(PAIRS), figsize=(5 * len(PAIRS), 3.2 * len(names)), squeeze=False)
     for (name, K, N) in keys:
-        ax = axes[list(MODELS).index(name)][PAIRS.index((K, N))]
+        ax = axes[names.index(name)][PAIRS.index((K, N))]
         rows = all_res[(name, K, N)]["rows"]
         S = [r["S"] for r in rows]
         for s, st in zip(SCHEMES, ["-.", ":", "--", "-", "-", ":", "-"]):
-            if s == "calibrated relacc":
+            if s == "relacc-target":
                 continue
             ax.plot(S, [r[s] / r["bacc_mse"] for r in rows], st, marker="o" if s == "calibrated" else None,
                     ms=3, label=s)
@@ -390,6 +421,8 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     letcc.set_num_threads(1)  # tiny decodes: threads only add overhead
+    import torch
+    torch.set_num_threads(1)  # small batches on a shared machine: a second thread made the models ~5x slower
     t0 = time.time()
     print(f"BLAS: {blas_info()}", flush=True)
     names = [m for m in args.models.split(",") if m]
@@ -425,13 +458,18 @@ def main(argv=None):
             print(f"  evaluated ({K}, {N}) ({time.time() - t0:.0f} s)", flush=True)
     if "lenet5" in names:
         f, cal_data, ev = models["lenet5"]
-        noise = noise_study(f, cal_data, ev, *PAIRS[0], cal[("lenet5", "mse")])
+        noise = []
+        for K, N in NOISE_PAIRS:
+            pol = cal[("lenet5", "mse")]
+            if (K, N) not in pol.tables:
+                pol = LamPolicy.calibrate(f, cal_data[0], K, N, n_draws=CAL_DRAWS, seed=SEED, into=pol)
+            noise += noise_study(f, cal_data, ev, K, N, pol)
         print(f"noise study done ({time.time() - t0:.0f} s)", flush=True)
     fit = fit_default(fit_curves) if args.fit_default else None
     times = timing(cal[(names[0], "mse")])
     total = time.time() - t0
     write_report(out, names, infos, all_res, cal, noise, fit, times, total, args)
-    plot(all_res, out / "lambda.png")
+    plot(all_res, names, out / "lambda.png")
     print(f"wrote {out / 'lambda.md'} ({total:.0f} s)")
 
 
@@ -443,7 +481,7 @@ def write_report(out, names, infos, all_res, cal, noise, fit, times, total, args
     lines = [
         "# Choosing lam: a policy that follows the answering set\n",
         f"Generated by `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python {cmd}` "
-        f"(BLAS: {blas_info()}; {total:.0f} s on a shared 2-core machine).\n",
+        f"(BLAS: {blas_info()}; torch and letcc on 1 thread; {total:.0f} s on a shared 2-core machine).\n",
         "Models (letcc.experiments, weights trained by letcc):\n",
         *[f"- {infos[n]}" for n in names],
         "",
@@ -455,7 +493,7 @@ def write_report(out, names, infos, all_res, cal, noise, fit, times, total, args
         f"Schemes: `lam=0` interpolating splines; `GapScaledLam 3e-4` the codes layer's current default "
         f"(3e-4 g^3); `default` = `LamPolicy()` uncalibrated ({d.c0:g} phi^3, phi = max(g, {d.end_factor:g} d)); "
         "`calibrated` = LamPolicy.calibrate(target='mse') on the calibration images, saved to "
-        "lambda_<model>_mse.json and reloaded; `calibrated relacc` = target='relacc'; `GCV` lam_dec chosen "
+        "lambda_<model>_mse.json and reloaded; `relacc-target` = LamPolicy.calibrate(target='relacc', labels=...); `GCV` lam_dec chosen "
         f"per decode (first {GCV_DRAWS} sets per S, scaled by BACC on the same sets); `grid optimum` = for each S, "
         f"the best constant pair (lam_enc in {LAM_ENC_GRID}, lam_dec in 0 + 1e-10..10 by quarter decades) "
         "chosen on the evaluation sets themselves (an oracle). All lam_enc = 0 except in the grid.\n",
@@ -474,26 +512,25 @@ def write_report(out, names, infos, all_res, cal, noise, fit, times, total, args
         rd = np.array([r["default"] / r["bacc_mse"] for r in rows])
         rc = np.array([r["calibrated"] / r["bacc_mse"] for r in rows])
         gap = np.array([r["calibrated"] / r["grid optimum"] for r in rows])
-        ra = [r["S"] for r in rows if r["calibrated relacc relacc"] < r["bacc_relacc"]]
+        ra = [r["S"] for r in rows if r["RelAcc relacc-target"] < r["bacc_relacc"]]
         lines.append(f"| {name} | {K} | {N} | {100 * (1 - rd.mean()):.1f}% | "
                      f"{', '.join(str(r['S']) for r, q in zip(rows, rd) if q >= 1) or 'none'} | "
                      f"{100 * (1 - rc.mean()):.1f}% | {', '.join(str(r['S']) for r, q in zip(rows, rc) if q >= 1) or 'none'} | "
                      f"{gap.mean():.3f}, {gap.max():.3f} | {', '.join(map(str, ra)) or 'none'} |")
     lines.append("")
     if noise:
-        K, N = PAIRS[0]
-        lines.append(f"## GCV and noisy workers (lenet5, K = {K}, N = {N})\n")
+        lines.append("## GCV and noisy workers (lenet5)\n")
         lines.append(f"Gaussian noise of standard deviation sigma added to every worker output (the same noise "
                      f"for every scheme); {GCV_DRAWS * 2} sets per S. Entries: MSE / BACC MSE.\n")
         cols = ["default", "calibrated (noiseless)", "calibrated (sigma)", "GCV"]
-        lines.append("| sigma | S | BACC MSE | " + " | ".join(cols) + " |")
-        lines.append("|---|---|---|" + "---|" * len(cols))
+        lines.append("| K | N | sigma | S | BACC MSE | " + " | ".join(cols) + " |")
+        lines.append("|---|---|---|---|---|" + "---|" * len(cols))
         for r in noise:
-            lines.append(f"| {r['sigma']:g} | {r['S']} | {fmt(r['bacc'])} | " +
+            lines.append(f"| {r['K']} | {r['N']} | {r['sigma']:g} | {r['S']} | {fmt(r['bacc'])} | " +
                          " | ".join(f"{r[c] / r['bacc']:.3f}" for c in cols) + " |")
         lines.append("")
     if fit is not None:
-        c0s, factors, score, worst = fit
+        c0s, factors, score, worst, rich = fit
         lines.append("## Fitting the uncalibrated default\n")
         lines.append("psi(phi) = c0 phi^3 with phi = max(g, a d), scored on the *calibration* images of every "
                      "model and pair: mean over (model, pair, S) of MSE / (best constant-lam MSE at that S), "
@@ -505,9 +542,20 @@ def write_report(out, names, infos, all_res, cal, noise, fit, times, total, args
         i, j = np.unravel_index(np.argmin(score), score.shape)
         lines.append(f"\nBest: a = {factors[i]:g}, c0 = {c0s[j]:.2e} (mean {score[i, j]:.3f}). "
                      f"letcc.policy uses a = {d.end_factor:g}, c0 = {d.c0:g}.\n")
+        lines.append("Richer policies, fitted and scored on the same calibration sets (in sample, so optimistic), "
+                     "MSE relative to the best constant lam per S (mean over models, pairs and S; below 1: better "
+                     "than any per-S constant):\n")
+        lines.append("| policy family | MSE / per-S constant optimum |")
+        lines.append("|---|---|")
+        i8 = factors.index(d.end_factor) if d.end_factor in factors else 0
+        j = int(np.argmin(abs(np.log10(c0s) - np.log10(d.c0))))
+        lines.append(f"| default formula c0 phi^3 (c0 = {c0s[j]:.1e}, a = {factors[i8]:g}) | {score[i8, j]:.3f} |")
+        for k, v in rich.items():
+            lines.append(f"| {k} | {v:.3f} |")
+        lines.append("")
     lines.append("## Cost\n")
     lines.append("Per call, K = 12, N = 36, 27 answering, 10 outputs, float32, warm plan cache, "
-                 "best of 5 (microseconds):\n")
+                 "best of 9 (microseconds):\n")
     lines.append("| what | us |")
     lines.append("|---|---|")
     for label, us in times:

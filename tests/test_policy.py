@@ -232,6 +232,19 @@ def test_gcv_mode_returns_none_and_letcc_runs_gcv(rng):
     assert code.last_lam_dec == pytest.approx(select_lam_gcv(code.beta[F], np.ones(F.size), Y))
 
 
+def test_memoised_answers_equal_fresh_ones(calibrated, rng, monkeypatch):
+    import letcc.policy as policy_module
+    monkeypatch.setattr(policy_module, "MEMO_SIZE", 5)
+    _, p = calibrated
+    q = LamPolicy.from_dict(p.to_dict())
+    beta = LeTCC(K, N).beta
+    for _ in range(40):
+        F = np.sort(rng.choice(N, rng.integers(1, N + 1), replace=False))
+        first = q.lam_dec(beta[F], N, K)
+        assert first == q.lam_dec(beta[F], N, K) == q._lam_dec(beta[F], N, K)
+        assert len(q._memo) <= 5
+
+
 # ---------------------------------------------------------------- bad input
 
 def test_bad_arguments_raise_clear_errors():
