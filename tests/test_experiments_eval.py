@@ -44,7 +44,7 @@ def _images(rng, n):
 def _reference_round_metrics(code, f, X, labels, K, sets):
     """Decode round by round, set by set, with plain code calls; returns (mse, rel_acc)."""
     B = X.shape[0] // K
-    sq, correct, base_correct = [], 0, 0
+    sq, correct, base_correct, agree = [], 0, 0, 0
     for b in range(B):
         xs = X[b * K:(b + 1) * K]
         exact = f(xs).astype(np.float64)
@@ -55,8 +55,9 @@ def _reference_round_metrics(code, f, X, labels, K, sets):
             est = np.asarray(code.decode(Y[avail], avail), dtype=np.float64)
             sq.append(metrics.squared_errors(exact, est))
             correct += int(np.sum(est.argmax(1) == labels[b * K:(b + 1) * K]))
+            agree += int(np.sum(est.argmax(1) == exact.argmax(1)))
     acc = correct / (B * K * len(sets))
-    return float(np.mean(np.concatenate(sq))), acc / (base_correct / (B * K))
+    return float(np.mean(np.concatenate(sq))), acc / (base_correct / (B * K)), agree / (B * K * len(sets))
 
 
 # ---------------------------------------------------------------- arranging rounds and sets
@@ -115,9 +116,10 @@ def test_compare_matches_a_round_by_round_reference_for_both_schemes(rng, lam):
         letcc = LeTCC(K, N) if lam == "auto" else LeTCC(K, N, lam_enc=0.0, lam_dec=lam)
         for name, code in (("letcc", letcc), ("bacc", BACC(K, N))):
             m = r.schemes[name]
-            ref_mse, ref_rel = _reference_round_metrics(code, f, X[:7 * K], labels[:7 * K], K, sets)
+            ref_mse, ref_rel, ref_agree = _reference_round_metrics(code, f, X[:7 * K], labels[:7 * K], K, sets)
             assert m.mse == pytest.approx(ref_mse, rel=1e-4)      # float32 model inputs on both sides
             assert m.rel_acc == pytest.approx(ref_rel, abs=1e-12)
+            assert m.agreement == pytest.approx(ref_agree, abs=1e-12)
             assert m.rounds == 7 and m.draws == len(sets)
         imp = r.improvement
         assert imp["mse_reduction_pct"] == pytest.approx(
@@ -131,7 +133,7 @@ def test_without_labels_only_mse_is_reported(rng):
     X = _images(rng, 12)
     (r,) = EV.compare(f, X, None, 3, 6, [1], lam="auto", n_draws=2, progress=False)
     for m in r.schemes.values():
-        assert m.rel_acc is None and m.accuracy is None and m.mse > 0
+        assert m.rel_acc is None and m.accuracy is None and m.mse > 0 and 0 <= m.agreement <= 1
     assert r.improvement["rel_acc_gain_pts"] is None and r.improvement["mse_reduction_pct"] is not None
 
 

@@ -212,6 +212,7 @@ def _format_sweep(result) -> str:
     head = f"{'S':>3} {'MSE LeTCC':>11} {'MSE BACC':>11} {'reduction':>10}"
     if has_acc:
         head += f" {'RelAcc LeTCC':>13} {'RelAcc BACC':>12} {'gain (pts)':>11}"
+    head += f" {'agree LeTCC':>12} {'agree BACC':>11}"
     lines.append(head + "   lam_enc / lam_dec")
     for r in result["results"]:
         L, B, imp = r["schemes"]["letcc"], r["schemes"]["bacc"], r["improvement"]
@@ -219,6 +220,7 @@ def _format_sweep(result) -> str:
         row = f"{r['S']:>3} {L['mse']:>11.3e} {B['mse']:>11.3e} {'n/a' if red is None else f'{red:+.1f}%':>10}"
         if has_acc:
             row += f" {L['rel_acc']:>13.4f} {B['rel_acc']:>12.4f} {imp['rel_acc_gain_pts']:>+11.2f}"
+        row += f" {L['agreement']:>12.4f} {B['agreement']:>11.4f}"
         li = r["letcc_lam"]
         row += f"   {li['lam_enc']} / {li['lam_dec']}"
         lines.append(row)
@@ -232,7 +234,8 @@ def _format_sweep(result) -> str:
                         if s["mean_rel_acc_gain_pts"] is not None else "; RelAcc not measured (MSE only)"))
     if cfg.get("lam_note"):
         lines.append(f"note: {cfg['lam_note']}")
-    lines.append("MSE on softmax outputs; RelAcc = accuracy / base model accuracy on the same images.")
+    lines.append("MSE on softmax outputs; RelAcc = accuracy / base model accuracy on the same images; "
+                 "agree = fraction of estimates whose argmax is the model's own prediction.")
     lines.append(f"figure written to {result['figure']}, data to {result['json_file']}")
     return "\n".join(lines)
 
@@ -264,13 +267,13 @@ def cmd_coded_points(args) -> int:
     from letcc.experiments.coded_points import run_coded_points
 
     out = _Output(args.json)
-    png = args.out / "coded-points.png"
+    png = args.out / f"coded-points-{args.data}.png"
     try:
         result = run_coded_points(data=args.data, K=args.K, N=args.N, lam_enc=args.lam_enc, seed=args.seed,
                                   output=png)
     except ValueError as exc:
         raise CLIError(str(exc)) from None
-    result["json_file"] = str(_write_json(args.out / "coded-points.json", result))
+    result["json_file"] = str(_write_json(args.out / f"coded-points-{args.data}.json", result))
     lines = [f"{result['config']['K']} {result['config']['data']} images -> {result['config']['N']} coded inputs",
              f"{'code':<6} {'pixel range':>18} {'outside [0,1]':>14} {'roughness / inputs':>19}"]
     for name, s in result["codes"].items():

@@ -12,7 +12,9 @@ through :func:`compare`, which guarantees the paper's protocol:
   over rounds and straggler sets of (1/K) sum_k ||f(x_k) - f^(x_k)||^2 (the squared
   error of the whole probability vector); ``rel_acc`` is the accuracy of argmax f^
   against the labels divided by the base model's accuracy (argmax f) on the same
-  images (letcc.metrics's definition; 1 = coding lost nothing).
+  images (letcc.metrics's definition; 1 = coding lost nothing). Also ``agreement``: the
+  fraction of estimates whose argmax is the base model's own prediction (defined without
+  labels, and not helped by coding errors that happen to fix a wrong prediction).
 
 The coded round is evaluated directly in this process (encode -> f on the N coded
 inputs of all B rounds -> decode from each answering set), which is what
@@ -141,6 +143,7 @@ class SchemeMetrics:
     rel_acc: Optional[float]        # accuracy / base_accuracy (None when undefined)
     rounds: int                     # B
     draws: int                      # straggler sets
+    agreement: Optional[float] = None  # fraction of estimates whose argmax is the base model's argmax
     lam_enc: Optional[float] = None
     lam_dec: Optional[Union[float, str]] = None
 
@@ -153,14 +156,17 @@ def decode_metrics(name: str, code, worker_out: np.ndarray, exact: np.ndarray, l
     """Decode every round from every set; MSE and RelAcc against ``exact`` (K, B, m) and labels (K, B)."""
     K, B = exact.shape[:2]
     round_mse = np.empty((len(sets), B))
-    correct = 0
+    correct = agree = 0
+    base_pred = exact.argmax(-1)
     for j, avail in enumerate(sets):
         avail = np.asarray(avail, dtype=np.int64)
         est = np.asarray(code.decode(worker_out[avail], avail), dtype=np.float64)   # (K, B, m)
         d = est - exact
         round_mse[j] = np.einsum("kbm,kbm->b", d, d) / K
+        pred = est.argmax(-1)
+        agree += int(np.count_nonzero(pred == base_pred))
         if labels is not None:
-            correct += int(np.count_nonzero(est.argmax(-1) == labels))
+            correct += int(np.count_nonzero(pred == labels))
     n = round_mse.size
     se = float(round_mse.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
     acc = base = rel = None
@@ -168,7 +174,8 @@ def decode_metrics(name: str, code, worker_out: np.ndarray, exact: np.ndarray, l
         acc = correct / (len(sets) * K * B)
         base = float(np.mean(exact.argmax(-1) == labels))
         rel = acc / base if base > 0 else None
-    return SchemeMetrics(name, float(round_mse.mean()), se, acc, base, rel, B, len(sets))
+    return SchemeMetrics(name, float(round_mse.mean()), se, acc, base, rel, B, len(sets),
+                         agreement=agree / (len(sets) * K * B))
 
 
 def improvement(letcc: SchemeMetrics, bacc: SchemeMetrics) -> dict:

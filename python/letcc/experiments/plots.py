@@ -48,6 +48,8 @@ def plot_sweep(result: Dict, path: os.PathLike) -> Path:
     ``result`` is what :func:`letcc.experiments.sweep.run_sweep` returns.
     """
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     rows = result["results"]
     S = np.array([r["S"] for r in rows])
     has_acc = all(r["schemes"]["letcc"]["rel_acc"] is not None for r in rows)
@@ -58,6 +60,7 @@ def plot_sweep(result: Dict, path: os.PathLike) -> Path:
         se = np.array([r["schemes"][name]["mse_se"] for r in rows])
         ax.errorbar(S, mse, yerr=se, marker="o", ms=4, capsize=2, color=COLORS[name], label=LABELS[name])
     ax.set_yscale("log")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("number of stragglers S")
     ax.set_ylabel("MSE of softmax outputs")
     ax.grid(True, which="both", alpha=0.3)
@@ -67,6 +70,7 @@ def plot_sweep(result: Dict, path: os.PathLike) -> Path:
         for name in ("letcc", "bacc"):
             ra = np.array([r["schemes"][name]["rel_acc"] for r in rows])
             ax.plot(S, ra, marker="o", ms=4, color=COLORS[name], label=LABELS[name])
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("number of stragglers S")
         ax.set_ylabel("RelAcc (accuracy / base accuracy)")
         ax.grid(True, alpha=0.3)

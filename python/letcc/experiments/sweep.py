@@ -195,6 +195,9 @@ def run_sweep(model: str, *, K: int = 8, N: int = 24, stragglers: Sequence[int] 
         lam_used = "auto"
         lam_note = (f"no calibration images disjoint from {dataset!r} for this model: "
                     f"LeTCC uses its default lam policy ('auto') instead of tuned lam")
+    elif lam == "tuned" and calib_name != dataset:
+        lam_note = (f"lam tuned on {calib_name!r} train images: the evaluation data {dataset!r} has no train "
+                    f"split, so the tuned lam comes from another image distribution")
     results = compare(f, X, labels, K, N, list(stragglers), lam=lam_used, calib=calib, n_draws=draws,
                       seed=seed, progress=progress, desc=f"{info['name']} K={K} N={N}")
     rows = [r.to_dict() for r in results]
