@@ -288,6 +288,7 @@ def test_200_rounds_with_random_kills_all_decode_and_leave_nothing(script_dir, r
     prefix = ci.backend.shm_prefix
     seen = set()
     deaths = 0
+    kills = 0
     try:
         assert len(shm_segments(prefix)) >= 1
         for _ in range(200):
@@ -296,21 +297,30 @@ def test_200_rounds_with_random_kills_all_decode_and_leave_nothing(script_dir, r
             u = rng.random()
             if len(ready) >= 4 and u < 0.1:                      # dies in the middle of the round
                 touch(script_dir / f"kill{rng.choice(ready)}")
+                kills += 1
             elif len(ready) >= 4 and u < 0.15:                   # killed from outside between rounds
                 os.kill(ci.worker_pids()[rng.choice(ready)], signal.SIGKILL)
+                kills += 1
             X = rng.standard_normal((3 * int(rng.integers(1, 3)), D))
             out = ci(X)
             info = ci.last_round
             assert len(info.answered) >= 1
             assert_exact_round(ci, code, X, out)
             deaths += sum(1 for r in info.failed.values() if r == "died")
-        assert deaths >= 10
+        # A death shows up as an erasure in the round it interrupts, unless the
+        # master learns of it between rounds (then the worker is not dispatched):
+        # how many of each is a matter of timing, so only some are required here;
+        # that every kill was replaced is checked through the pids below.
+        assert kills >= 10 and deaths >= 1
         ci.wait_ready()
         X = rng.standard_normal((3, D))
         ci.stragglers = None
         assert_exact_round(ci, code, X, ci(X))
         assert sorted(ci.last_round.answered) == list(range(N))
         seen.update(ci.worker_pids())
+        # every killed worker was replaced by a new process (pids are not reused
+        # this quickly: Linux hands them out in increasing order)
+        assert len(seen) >= N + kills
     finally:
         ci.close()
     assert not [p for p in seen if alive(p)]
