@@ -15,15 +15,18 @@ import pytest
 from letcc import cli
 from letcc.experiments.plots import PNG_SIGNATURE, is_png, png_size
 
-QUICK_RECIPE = "epochs=2,train_limit=1024,test_limit=200"   # ~2 s of training, ~80% accurate
+# ~2 s of training, ~80% accurate; the same recipe as tests/test_experiments_eval.py's QUICK
+QUICK_RECIPE = "epochs=2,train_limit=1024,test_limit=200"
 
 
 @pytest.fixture(scope="module", autouse=True)
 def private_cache(tmp_path_factory):
     """A private letcc cache for the whole module (the quick LeNet-5 is trained once)."""
     root = tmp_path_factory.mktemp("letcc-cli")
+    # the quick LeNet-5 cache is shared with test_experiments_eval.py (same path in one session)
+    shared = tmp_path_factory.getbasetemp() / "letcc-quick-lenet-cache"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LETCC_CACHE_DIR", str(root / "cache"))
+        mp.setenv("LETCC_CACHE_DIR", str(shared))
         mp.setenv("LETCC_DATA_DIR", str(root / "data"))
         mp.setenv("TORCH_HOME", str(root / "torch"))
         mp.delenv("LETCC_BENCH_DIR", raising=False)

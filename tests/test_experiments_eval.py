@@ -174,7 +174,8 @@ def tiny_lenet(tmp_path_factory):
     from letcc.experiments import ModelFactory, ensure_weights
     from letcc.experiments.sweep import train_config
 
-    cache = tmp_path_factory.mktemp("letcc-cache")
+    # shared with tests/test_cli.py (same path in one session, same recipe): trained once
+    cache = tmp_path_factory.getbasetemp() / "letcc-quick-lenet-cache"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LETCC_CACHE_DIR", str(cache))
         mp.setenv("TORCH_HOME", str(cache / "torch"))
