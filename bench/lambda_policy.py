@@ -54,6 +54,7 @@ CAL_DRAWS = 16        # straggler sets per S for calibration
 DRAWS = 40            # straggler sets per S for evaluation (the same for every scheme)
 GCV_DRAWS = 10        # of which GCV is run on the first (it decodes round by round)
 LAM_ENC_GRID = (0.0, 1e-5)   # for the per-S grid optimum
+CAL_LAM_ENC_GRID = (0.0, 1e-6, 1e-5)   # lam_enc values calibration may pick (one per (K, N))
 NOISE_SIGMAS = (0.03, 0.1, 0.3)
 NOISE_PAIRS = [(8, 16), (12, 36), (8, 64)]   # (8, 64): many answers per decode, where GCV can see the noise
 SEED = 2024
@@ -167,25 +168,34 @@ def study_pair(name, f, cal, ev, K, N, policies):
     lab = ev[1][: B * K].reshape(B, K)
     exact = exact_outputs(f, bt)
     base_acc = float(np.mean(exact.argmax(-1) == lab))
-    codes = {le: LeTCC(K, N, lam_enc=le, lam_dec=0.0) for le in LAM_ENC_GRID}
+    old = GapScaledLam()
+    # each scheme decodes the outputs of its own encoder (lam_enc)
+    dec = {"lam=0": (0.0, lambda nd: 0.0), "GapScaledLam 3e-4": (0.0, lambda nd: old.lam_dec(nd, N, K))}
+    for s, key in (("default", "default"), ("calibrated", "mse"), ("relacc-target", "relacc")):
+        dec[s] = (policies[key].lam_enc(K, N), lambda nd, p=policies[key]: p.lam_dec(nd, N, K))
+    encs = sorted(set(LAM_ENC_GRID) | {le for le, _ in dec.values()})
+    codes = {le: LeTCC(K, N, lam_enc=le, lam_dec=0.0) for le in encs}
     outs = {le: worker_outputs(c, f, bt) for le, c in codes.items()}
     bacc = BACC(K, N)
     out_b = worker_outputs(bacc, f, bt)
     code = codes[0.0]
-    old = GapScaledLam()
     rng = np.random.default_rng([SEED, K, N, sum(map(ord, name))])
     rows = []
     for S in range(N // 2 + 1):
         sets = eval_sets(N, S, rng)
         eb = bacc_errors(bacc, out_b, exact, sets, lab)
-        fns = [lambda nd: 0.0, lambda nd: old.lam_dec(nd, N, K), lambda nd: policies["default"].lam_dec(nd, N, K),
-               lambda nd: policies["mse"].lam_dec(nd, N, K), lambda nd: policies["relacc"].lam_dec(nd, N, K)]
-        el = decode_errors(code.beta, code.alpha, outs[0.0], exact, sets, lambda nd: [fn(nd) for fn in fns],
-                           labels=lab)
+        el = {"mse": np.empty((len(sets), 5)), "acc": np.empty((len(sets), 5))}
+        for le in encs:
+            cols = [i for i, s in enumerate(SCHEMES[:5]) if dec[s][0] == le]
+            if cols:
+                e = decode_errors(code.beta, code.alpha, outs[le], exact, sets,
+                                  lambda nd: [dec[SCHEMES[i]][1](nd) for i in cols], labels=lab)
+                el["mse"][:, cols], el["acc"][:, cols] = e["mse"], e["acc"]
         g_mse, g_acc, g_lam = gcv_errors(code, outs[0.0], exact, sets[:GCV_DRAWS], lab)
         eb_g = eb["mse"][:GCV_DRAWS, 0].mean()
         best = None
-        for le, c in codes.items():
+        for le in LAM_ENC_GRID:
+            c = codes[le]
             eg = decode_errors(c.beta, c.alpha, outs[le], exact, sets, lambda nd: DEFAULT_LAM_GRID)
             m = eg["mse"].mean(axis=0)
             j = int(np.argmin(m))
@@ -217,22 +227,28 @@ def noise_study(f, cal, ev, K, N, policy_clean):
     B = bt.shape[0]
     lab = ev[1][: B * K].reshape(B, K)
     exact = exact_outputs(f, bt)
-    code, bacc = LeTCC(K, N, lam_dec=0.0), BACC(K, N)
-    out_l, out_b = worker_outputs(code, f, bt), worker_outputs(bacc, f, bt)
+    bacc = BACC(K, N)
+    out_b = worker_outputs(bacc, f, bt)
     dflt = LamPolicy()
     out = []
     for sigma in NOISE_SIGMAS:
         t = time.perf_counter()
-        pol_noisy = LamPolicy.calibrate(f, cal[0], K, N, noise_sigma=sigma, n_draws=CAL_DRAWS, seed=SEED)
+        pol_noisy = LamPolicy.calibrate(f, cal[0], K, N, noise_sigma=sigma, n_draws=CAL_DRAWS, seed=SEED,
+                                        lam_enc_grid=CAL_LAM_ENC_GRID)
         t_cal = time.perf_counter() - t
+        pols = [dflt, policy_clean, pol_noisy]
+        codes = {le: LeTCC(K, N, lam_enc=le, lam_dec=0.0) for le in {0.0} | {p.lam_enc(K, N) for p in pols}}
+        outs = {le: worker_outputs(c, f, bt) for le, c in codes.items()}
+        code, out_l = codes[0.0], outs[0.0]
         rng = np.random.default_rng([SEED, 7, K, N])
         for S in (0, N // 4, N // 2):
             sets = eval_sets(N, S, rng)[:GCV_DRAWS * 2]
             seed = int(rng.integers(2**31))
             eb = bacc_errors(bacc, out_b, exact, sets, lab, sigma, seed)["mse"][:, 0]
-            el = decode_errors(code.beta, code.alpha, out_l, exact, sets,
-                               lambda nd: [dflt.lam_dec(nd, N, K), policy_clean.lam_dec(nd, N, K),
-                                           pol_noisy.lam_dec(nd, N, K)], noise_sigma=sigma, noise_seed=seed)["mse"]
+            el = np.column_stack([
+                decode_errors(code.beta, code.alpha, outs[p.lam_enc(K, N)], exact, sets,
+                              lambda nd, p=p: [p.lam_dec(nd, N, K)], noise_sigma=sigma, noise_seed=seed)["mse"][:, 0]
+                for p in pols])
             g = gcv_errors(code, out_l, exact, sets, lab, sigma, seed)[0]
             out.append({"K": K, "N": N, "sigma": sigma, "S": S, "bacc": eb.mean(), "default": el[:, 0].mean(),
                         "calibrated (noiseless)": el[:, 1].mean(), "calibrated (sigma)": el[:, 2].mean(),
@@ -275,7 +291,7 @@ def fit_default(curves):
         counts = np.array(counts)
         all_sets = [F for S in by_S for F in by_S[S]]
         phis = np.array([effective_gap(code.beta[F]) for F in all_sets])
-        _, members = _bins(phis)
+        _, members, _ = _bins(phis, extrapolate=False)
         path, _ = _best_path(np.array([cost[m].sum(axis=0) for m in members]), monotone=True)
         chosen = np.empty(len(all_sets), dtype=int)
         for m, j in zip(members, path):
@@ -333,7 +349,7 @@ def fmt(x):
     return f"{x:.3e}"
 
 
-def pair_tables(name, K, N, res, cal_reports, lines):
+def pair_tables(name, K, N, res, cal_reports, cal_lam_enc, lines):
     rows = res["rows"]
     lines.append(f"### {name}, K = {K}, N = {N}\n")
     lines.append(f"Evaluation: {res['rounds']} rounds of K, {DRAWS} straggler sets per S; base accuracy "
@@ -378,7 +394,8 @@ def pair_tables(name, K, N, res, cal_reports, lines):
                  f"{', '.join(str(r['S']) for r, v in zip(rows, ra) if v < 0) or 'none'}); mse target "
                  f"{rm.mean():+.4f} (below at S = {', '.join(str(r['S']) for r, v in zip(rows, rm) if v < 0) or 'none'}).\n")
     rep = cal_reports
-    lines.append(f"Calibration (target mse): {rep['mse']['seconds']:.1f} s, of which the model {rep['mse']['forward_seconds']:.1f} s "
+    lines.append(f"Calibrated lam_enc: {cal_lam_enc['mse']:g} (target mse), {cal_lam_enc['relacc']:g} (target relacc). "
+                 f"Calibration (target mse): {rep['mse']['seconds']:.1f} s, of which the model {rep['mse']['forward_seconds']:.1f} s "
                  f"({rep['mse']['rounds']} rounds, {rep['mse']['sets']} straggler sets); target relacc: "
                  f"{rep['relacc']['seconds']:.1f} s (model outputs reused).\n")
 
@@ -436,9 +453,10 @@ def main(argv=None):
         for K, N in PAIRS:
             t = time.perf_counter()
             policy_mse = LamPolicy.calibrate(f, cal_data[0], K, N, target="mse", n_draws=CAL_DRAWS, seed=SEED,
-                                             into=policy_mse)
+                                             lam_enc_grid=CAL_LAM_ENC_GRID, into=policy_mse)
             policy_acc = LamPolicy.calibrate(f, cal_data[0], K, N, target="relacc", labels=cal_data[1],
-                                             n_draws=CAL_DRAWS, seed=SEED, into=policy_acc)
+                                             n_draws=CAL_DRAWS, seed=SEED, lam_enc_grid=CAL_LAM_ENC_GRID,
+                                             into=policy_acc)
             print(f"  calibrated ({K}, {N}) in {time.perf_counter() - t:.1f} s", flush=True)
             if args.fit_default:
                 code = LeTCC(K, N, lam_dec=0.0)
@@ -462,7 +480,8 @@ def main(argv=None):
         for K, N in NOISE_PAIRS:
             pol = cal[("lenet5", "mse")]
             if (K, N) not in pol.tables:
-                pol = LamPolicy.calibrate(f, cal_data[0], K, N, n_draws=CAL_DRAWS, seed=SEED, into=pol)
+                pol = LamPolicy.calibrate(f, cal_data[0], K, N, n_draws=CAL_DRAWS, seed=SEED,
+                                          lam_enc_grid=CAL_LAM_ENC_GRID, into=pol)
             noise += noise_study(f, cal_data, ev, K, N, pol)
         print(f"noise study done ({time.time() - t0:.0f} s)", flush=True)
     fit = fit_default(fit_curves) if args.fit_default else None
@@ -496,13 +515,14 @@ def write_report(out, names, infos, all_res, cal, noise, fit, times, total, args
         "lambda_<model>_mse.json and reloaded; `relacc-target` = LamPolicy.calibrate(target='relacc', labels=...); `GCV` lam_dec chosen "
         f"per decode (first {GCV_DRAWS} sets per S, scaled by BACC on the same sets); `grid optimum` = for each S, "
         f"the best constant pair (lam_enc in {LAM_ENC_GRID}, lam_dec in 0 + 1e-10..10 by quarter decades) "
-        "chosen on the evaluation sets themselves (an oracle). All lam_enc = 0 except in the grid.\n",
+        "chosen on the evaluation sets themselves (an oracle). The calibrated policies pick one lam_enc per (K, N) "
+        f"from {CAL_LAM_ENC_GRID}; every other scheme has lam_enc = 0.\n",
         "![MSE / BACC MSE against S](lambda.png)\n",
         "## MSE and RelAcc against BACC\n",
     ]
     for (name, K, N), res in all_res.items():
         reps = {t: cal[(name, t)].report[f"{K},{N}"] for t in ("mse", "relacc")}
-        pair_tables(name, K, N, res, reps, lines)
+        pair_tables(name, K, N, res, reps, {t: cal[(name, t)].lam_enc(K, N) for t in ("mse", "relacc")}, lines)
     lines.append("## Summary\n")
     lines.append("| model | K | N | default: mean improvement | default loses at S | calibrated: mean improvement "
                  "| calibrated loses at S | calibrated / grid optimum (mean, worst) | relacc target: RelAcc below BACC at S |")

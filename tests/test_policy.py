@@ -7,8 +7,8 @@ import pytest
 from letcc.codes import BACC, LeTCC
 from letcc.codes.bacc import berrut_matrix
 from letcc.codes.simulate import as_batches, exact_outputs, worker_outputs
-from letcc.policy import (DEFAULT_C0, END_FACTOR, LamPolicy, _best_path, _bins, decode_errors,
-                          effective_gap, straggler_sets)
+from letcc.policy import (DEFAULT_C0, END_FACTOR, LamPolicy, _best_path, _bins, _table_lam, decode_errors,
+                          effective_gap, gap_and_end, straggler_sets)
 from letcc.splines import select_lam_gcv
 from letcc.stragglers import Bernoulli, FixedCount
 
@@ -46,6 +46,7 @@ def test_effective_gap_is_largest_gap_or_scaled_end_distance():
     b = np.array([-0.9, -0.5, 0.1, 0.3, 0.95])  # gaps up to 0.65; ends 0.1 and 0.05 from +-1
     assert effective_gap(b, 8.0) == pytest.approx(0.8)
     assert effective_gap(b, 0.0) == pytest.approx(0.65)
+    assert gap_and_end(b) == pytest.approx((0.65, 0.1))
 
 
 def test_default_is_c0_phi_cubed_and_small_sets_get_zero():
@@ -71,9 +72,10 @@ def test_more_stragglers_never_less_smoothing(which, calibrated, rng):
             lams.append(p.lam_dec(beta[F], N, K))
         assert all(b >= a for a, b in zip(lams, lams[1:])), lams
         assert lams[-1] > lams[0]
-    phis = np.geomspace(1e-3, 5.0, 200)
-    psi = [p.psi(x, K, N) for x in phis]
+    gs = np.geomspace(1e-3, 5.0, 200)
+    psi = [p.psi(x, K, N) for x in gs]
     assert all(b >= a for a, b in zip(psi, psi[1:]))
+    assert p.end_k(K, N) >= 0
 
 
 # ---------------------------------------------------------------- calibration
@@ -83,6 +85,10 @@ def test_calibrated_table_is_monotone_and_used_by_letcc(calibrated):
     t = p.tables[(K, N)]
     assert all(b >= a for a, b in zip(t["lam"], t["lam"][1:]))
     assert len(t["edges"]) == len(t["lam"]) + 1
+    beta = LeTCC(K, N).beta
+    for F in ([0, 2, 3, 4, 6, 7, 9, 11], [3, 4, 5, 6, 7, 8, 9], [0, 1, 2, 3, 11]):
+        g, d = gap_and_end(beta[F])
+        assert p.lam_dec(beta[F], N, K) == pytest.approx(max(_table_lam(t, g), t["end_k"] * d ** 3), rel=1e-14)
     code = LeTCC(K, N, lam_dec=p)
     F = np.array([0, 2, 3, 4, 6, 7, 9, 11])
     Y = f(code.encode(np.random.default_rng(5).standard_normal((K, 6))))[F]
@@ -161,12 +167,23 @@ def test_straggler_models_and_lam_enc_grid(rng):
     f = tiny_classifier()
     X = rng.standard_normal((36, 6))
     p = LamPolicy.calibrate(f, X, K, N, stragglers=[FixedCount(3, worst_case=True), Bernoulli(0.3), 1],
-                            n_draws=4, seed=0, lam_enc_grid=[0.0, 1e-3], end_factors=[0.0, 8.0], lam_grid=GRID)
+                            n_draws=4, seed=0, lam_enc_grid=[0.0, 1e-3], end_k_grid=[0.0, 0.3], lam_grid=GRID)
     t = p.tables[(K, N)]
-    assert t["lam_enc"] in (0.0, 1e-3) and t["end_factor"] in (0.0, 8.0)
+    assert t["lam_enc"] in (0.0, 1e-3) and t["end_k"] in (0.0, 0.3)
     assert p.lam_enc(K, N) == t["lam_enc"]
     assert p.code(K, N).lam_enc == t["lam_enc"]
     assert 3 in p.report["6,12"]["counts"] and 1 in p.report["6,12"]["counts"]
+
+
+def test_an_encoder_smoothing_that_loses_everywhere_is_not_picked():
+    """lam_enc = 10 flattens the coded inputs to a line: every decode is worse;
+    calibration must compare the lam_enc candidates on one yardstick."""
+    f = tiny_classifier()
+    X = np.random.default_rng(8).standard_normal((48, 6))
+    for target, labels in (("mse", None), ("relacc", f(X).argmax(axis=1))):
+        p = LamPolicy.calibrate(f, X, K, N, n_draws=4, seed=2, lam_grid=GRID, lam_enc_grid=[10.0, 0.0],
+                                target=target, labels=labels)
+        assert p.lam_enc(K, N) == 0.0
 
 
 def test_into_keeps_other_pairs():
@@ -211,15 +228,46 @@ def test_best_path_matches_brute_force(rng):
         assert free == list(np.argmin(cost, axis=1))
 
 
-def test_bins_cover_every_set_and_hold_enough(rng):
+def test_bins_cover_every_set_and_scale_the_sets_beyond_the_table(rng):
     phis = np.exp(rng.uniform(-3, 1, 200))
-    edges, members = _bins(phis)
+    phis[:3] = [20.0, 30.0, 1e-3]  # isolated very wide / very narrow gaps
+    edges, members, scale = _bins(phis)
     assert sum(m.sum() for m in members) == 200
     assert all(m.sum() >= 6 for m in members)
     assert all(b > a for a, b in zip(edges, edges[1:]))
     x = np.log10(phis)
+    inside = (x >= edges[0]) & (x < edges[-1])
+    np.testing.assert_array_equal(scale[inside], 1.0)
+    np.testing.assert_allclose(scale[~inside], (phis[~inside] / 10.0 ** np.where(x[~inside] < edges[0], edges[0],
+                                                                                    edges[-1])) ** 3)
+    assert scale[0] > 1 and scale[2] < 1
     for lo, hi, m in zip(edges, edges[1:], members):
-        assert np.all(x[m] >= lo - 1e-9) and np.all(x[m] < hi + 1e-9)
+        assert np.all(x[m & inside] >= lo - 1e-9) and np.all(x[m & inside] < hi + 1e-9)
+    # the table rule applies the same factor outside its edges
+    t = {"edges": edges, "lam": list(np.linspace(1e-5, 1e-3, len(edges) - 1)), "end_k": 0.3, "lam_enc": 0.0}
+    assert _table_lam(t, 20.0) == pytest.approx(t["lam"][-1] * scale[0])
+    _, merged, ones = _bins(phis, extrapolate=False)
+    assert sum(m.sum() for m in merged) == 200 and np.all(ones == 1.0)
+
+
+def test_calibrated_policy_is_near_the_per_S_optimum_on_its_calibration_sets(calibrated):
+    """Replayed through the finished policy (table lookups and the phi^3
+    rule beyond its edges), the calibration sets decode about as well as with
+    the best constant lam per straggler count."""
+    f, p = calibrated
+    X = np.random.default_rng(1).standard_normal((60, 6))
+    batches = as_batches(X, K)
+    exact = exact_outputs(f, batches)
+    code = LeTCC(K, N, lam_dec=0.0)
+    out = worker_outputs(code, f, batches)
+    by_count = straggler_sets(None, N, 8, np.random.default_rng(3))
+    sets = [F for S in sorted(by_count) for F in by_count[S]]
+    counts = np.array([N - F.size for F in sets])
+    used = decode_errors(code.beta, code.alpha, out, exact, sets, lambda nd: [p.lam_dec(nd, N, K)])["mse"][:, 0]
+    grid = decode_errors(code.beta, code.alpha, out, exact, sets, lambda nd: GRID)["mse"]
+    # per-S best constant lam from the grid vs the policy: the policy is at most a little worse on average
+    rel = [used[counts == S].mean() / grid[counts == S].mean(axis=0).min() for S in np.unique(counts)]
+    assert np.mean(rel) < 1.05
 
 
 def test_gcv_mode_returns_none_and_letcc_runs_gcv(rng):

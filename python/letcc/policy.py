@@ -5,36 +5,42 @@ set?" from what the decoder knows before looking at the outputs: the nodes of
 the workers that answered, N and K. `LamPolicy` reads two numbers off the
 answering nodes b_1 < ... < b_m (on [-1, 1]):
 
-    g   = max_i (b_{i+1} - b_i)            the largest hole stragglers left inside
-    d   = max(b_1 + 1, 1 - b_m)            how far the outermost answer is from the end
-    phi = max(g, a * d)                    the "effective gap" (a = END_FACTOR = 8 by default)
+    g = max_i (b_{i+1} - b_i)          the largest hole stragglers left inside
+    d = max(b_1 + 1, 1 - b_m)          how far the outermost answer is from the end
 
-and returns lam_dec = psi(phi) with psi non-decreasing: more stragglers only
-remove nodes, which can only widen phi, so more stragglers and larger gaps
-always give at least as much smoothing (monotone by construction).
+and returns
 
-Why phi: the Reinsch system R + lam Q^T Q balances its two parts at lam ~ h^3
+    lam_dec = max(psi(g), k_end * d^3)
+
+with psi non-decreasing and k_end >= 0. Removing workers can only widen g and
+d, so more stragglers and larger gaps never give less smoothing (monotone by
+construction, whatever the calibration found).
+
+Why g^3: the Reinsch system R + lam Q^T Q balances its two parts at lam ~ h^3
 for spacing h, so lam = c * g^3 keeps the smoother's bandwidth a fixed multiple
-of the gap (letcc.codes.lam_defaults has the rate argument). Missing *end*
-workers are worse than an inner hole of the same width: the decoder then
-extrapolates linearly to the outer alphas, which sit where the Chebyshev nodes
-(and the inputs along the encoder curve) are densest. Counting the end distance
-a = 8 times (measured: a in 6..8 was best on LeNet-5 and did not hurt
-elsewhere, bench/results/lambda.md) lifts LeTCC over BACC where an end run
-is missing at S near N/2. Given phi, the number of answers |F| adds nothing
-measurable (a (|F|, phi) table fitted per cell gained about 1%).
+of the gap (letcc.codes.lam_defaults has the rate argument). Why a separate end
+term: missing *end* workers hurt more than an inner hole of the same width.
+The decoder then extrapolates linearly to the outer alphas, which sit where
+the Chebyshev nodes (and the inputs along the encoder curve) are densest; those
+sets want far more smoothing than interior holes of the same size (measured:
+lambda.md). The uncalibrated default is psi(g) = c0 g^3 and k_end = c0 a^3,
+i.e. lam = c0 * max(g, a d)^3 with a = END_FACTOR = 8. Given g and d, the
+number of answers |F| adds little (lambda.md: a table per (S, g) cell gained
+about 1% in sample).
 
 Three ways to get a policy:
 
-- ``LamPolicy()``, the uncalibrated default: psi(phi) = c0 * phi^3 with c0 = DEFAULT_C0,
-  fitted to three trained models (LeNet-5/MNIST, RepVGG, a small ViT) and two
-  (K, N) pairs (bench/lambda_policy.py, lambda.md);
+- ``LamPolicy()``, the uncalibrated default: lam = c0 * max(g, a d)^3 with
+  c0 = DEFAULT_C0, a = END_FACTOR, fitted to three trained models
+  (LeNet-5/MNIST, RepVGG, a small ViT) and two (K, N) pairs
+  (bench/lambda_policy.py --fit-default, lambda.md);
 - ``LamPolicy.calibrate(f, X_calib, K, N, target="mse" | "relacc")``: psi
-  tabulated for (K, N) on a small calibration batch: decode it from many
-  straggler sets (the same sets for every lam), score each set's error on a
-  grid of lam, bin the sets by phi, and pick one lam per bin, non-decreasing
-  across bins (dynamic programming over the grid); a few seconds plus one pass
-  of f over the coded calibration batch per lam_enc tried;
+  tabulated for (K, N) and k_end chosen on a small calibration batch: decode
+  it from many straggler sets (the same sets for every lam), score each set's
+  error on a grid of lam, bin the sets by g, pick one lam per bin,
+  non-decreasing across bins (dynamic programming over the grid), for each
+  candidate k_end (and lam_enc); keep the best. A few seconds, plus one pass of
+  f over the coded calibration batch per lam_enc tried;
 - ``LamPolicy.load(path)``: a policy saved with ``save(path)`` (JSON).
 
 target="mse" minimises the decoded outputs' mean squared error (each straggler
@@ -70,15 +76,14 @@ from letcc.splines import SplineSmoother
 from letcc.splines._validation import as_lam
 from letcc.stragglers import FixedCount, StragglerModel
 
-__all__ = ["LamPolicy", "effective_gap", "DEFAULT_C0", "END_FACTOR", "DEFAULT_LAM_GRID",
+__all__ = ["LamPolicy", "gap_and_end", "effective_gap", "DEFAULT_C0", "END_FACTOR", "DEFAULT_LAM_GRID",
            "decode_errors", "straggler_sets"]
 
 FORMAT = "letcc.LamPolicy/1"
 TARGETS = ("mse", "relacc")
 NOISE_MODES = ("ignore", "gcv")
 
-# The uncalibrated default psi(phi) = DEFAULT_C0 * phi^3, and the weight of the
-# end distance in phi: the best pair of a grid (c0 in quarter decades, a in
+# The uncalibrated default lam = DEFAULT_C0 * max(g, END_FACTOR * d)^3: the best pair of a grid (c0 in quarter decades, a in
 # 0, 4, 8, 12) scored on the calibration images of LeNet-5, RepVGG and the
 # small ViT at (K, N) = (8, 16) and (12, 36), S = 0 .. N/2 (bench/lambda_policy.py
 # --fit-default; lambda.md, "Fitting the uncalibrated default"). Each model
@@ -89,11 +94,15 @@ END_FACTOR = 8.0
 # Candidate lam_dec for calibration: 0 (interpolation) and 1e-10 .. 1e1 in
 # quarter decades. Measured optima on trained classifiers lie in 1e-7 .. 1e-1.
 DEFAULT_LAM_GRID = np.concatenate(([0.0], 10.0 ** np.arange(-10.0, 1.01, 0.25)))
-# Width of a calibration bin in log10(phi) (a factor 1.26), and the fewest
-# straggler sets a bin must hold; sparser bins join their neighbour.
+# Width of a calibration bin in log10(g) (a factor 1.26), and the fewest
+# straggler sets a bin must hold (sparse inner bins join a neighbour, sparse
+# outer ones are left to the g^3 rule beyond the table's edges).
 BIN_WIDTH = 0.1
 MIN_SETS_PER_BIN = 6
 MEMO_SIZE = 4096
+# Candidate k_end for calibration: 0 (no end term) and the default's c0 * 8^3
+# times 10^-1.5 .. 10^1 in half decades.
+END_K_GRID = np.concatenate(([0.0], DEFAULT_C0 * END_FACTOR ** 3 * 10.0 ** np.arange(-1.5, 1.01, 0.5)))
 
 
 # ---------------------------------------------------------------- validation
@@ -130,35 +139,40 @@ def _lams(values, name: str) -> list[float]:
     return out
 
 
-def effective_gap(beta_available, end_factor: float = END_FACTOR) -> float:
-    """phi = max(largest gap between consecutive nodes, end_factor * distance
-    from the outermost node to its end of [-1, 1]); nodes ascending."""
+def gap_and_end(beta_available) -> tuple[float, float]:
+    """(g, d): the largest gap between consecutive nodes (ascending), and the
+    distance from the outermost node to its end of [-1, 1] (the larger of the two)."""
     b = beta_available
     m = b.shape[0]
     g = float((b[1:] - b[:-1]).max()) if m > 1 else 0.0
     d = max(float(b[0]) + 1.0, 1.0 - float(b[m - 1]), 0.0)
+    return g, d
+
+
+def effective_gap(beta_available, end_factor: float = END_FACTOR) -> float:
+    """phi = max(g, end_factor * d) (see gap_and_end): the default's lam is c0 phi^3."""
+    g, d = gap_and_end(beta_available)
     return max(g, end_factor * d)
 
 
 # ---------------------------------------------------------------- the policy
 
 class LamPolicy:
-    """lam_dec = psi(phi) (phi from `effective_gap`, psi non-decreasing) and a
-    fixed lam_enc; see the module docstring.
+    """lam_dec = max(psi(g), k_end d^3) (see the module docstring) and a fixed lam_enc.
 
     Parameters
     ----------
     tables : dict, optional
-        {(K, N): table} with table = {"edges": [e_0 < ... < e_n] (log10 phi
-        bin edges), "lam": [l_1 <= ... <= l_n] (lam per bin), "end_factor": a,
-        "lam_enc": float}: psi calibrated for (K, N). Inside bin i, lam = l_i;
-        below e_0 and above e_n lam scales like phi^3 from the nearest edge.
-        (K, N) pairs without a table use the default formula. Normally made by
+        {(K, N): table} with table = {"edges": [e_0 < ... < e_n] (log10 g bin
+        edges), "lam": [l_1 <= ... <= l_n] (psi per bin), "end_k": k_end,
+        "lam_enc": float}, calibrated for (K, N). Inside bin i psi = l_i; below
+        e_0 and above e_n psi scales like g^3 from the nearest edge. (K, N)
+        pairs without a table use the default formula. Normally made by
         `calibrate` or `load`.
     c0 : float
-        The uncalibrated psi(phi) = c0 * phi^3.
+        The uncalibrated psi(g) = c0 g^3.
     end_factor : float
-        a in phi = max(g, a * d) for the default formula.
+        a in the uncalibrated k_end = c0 a^3 (lam = c0 max(g, a d)^3).
     lam_enc : float
         Encoder lam for (K, N) pairs without a table (default 0: every encoder
         smoothing tried moved the coded inputs off the inputs and cost MSE).
@@ -207,20 +221,26 @@ class LamPolicy:
     def _lam_dec(self, beta_available: np.ndarray, N: int, K: int) -> float:
         if beta_available.shape[0] < 3:
             return 0.0  # one node: a constant, two: a line; lam changes nothing
+        g, d = gap_and_end(beta_available)
         t = self.tables.get((K, N))
         if t is None:
-            phi = effective_gap(beta_available, self.end_factor)
+            phi = max(g, self.end_factor * d)
             return self.c0 * phi * phi * phi
-        return _table_lam(t, effective_gap(beta_available, t["end_factor"]))
+        return max(_table_lam(t, g), t["end_k"] * d * d * d)
 
     def lam_enc(self, K: int, N: int) -> float:
         t = self.tables.get((K, N))
         return self._lam_enc if t is None else t["lam_enc"]
 
-    def psi(self, phi: float, K: int, N: int) -> float:
-        """lam_dec as a function of the effective gap phi for (K, N)."""
+    def psi(self, g: float, K: int, N: int) -> float:
+        """The interior-gap term psi(g) for (K, N)."""
         t = self.tables.get((K, N))
-        return self.c0 * phi ** 3 if t is None else _table_lam(t, float(phi))
+        return self.c0 * g ** 3 if t is None else _table_lam(t, float(g))
+
+    def end_k(self, K: int, N: int) -> float:
+        """k_end in the end term k_end * d^3 for (K, N)."""
+        t = self.tables.get((K, N))
+        return self.c0 * self.end_factor ** 3 if t is None else t["end_k"]
 
     def code(self, K: int, N: int, **kwargs) -> LeTCC:
         """A LeTCC(K, N) that uses this policy for both lams."""
@@ -234,7 +254,7 @@ class LamPolicy:
             "target": self.target,
             "noise": self.noise,
             "default": {"c0": self.c0, "end_factor": self.end_factor, "lam_enc": self._lam_enc},
-            "tables": [{"K": K, "N": N, **{k: t[k] for k in ("edges", "lam", "end_factor", "lam_enc")}}
+            "tables": [{"K": K, "N": N, **{k: t[k] for k in ("edges", "lam", "end_k", "lam_enc")}}
                        for (K, N), t in sorted(self.tables.items())],
             "report": self.report,
         }
@@ -267,17 +287,17 @@ class LamPolicy:
 
     def __repr__(self) -> str:
         cal = ", ".join(f"(K={K}, N={N})" for K, N in sorted(self.tables)) or "nothing"
-        return (f"LamPolicy(calibrated for {cal}; default lam = {self.c0:g} * phi^3, "
-                f"end_factor={self.end_factor:g}; target={self.target!r}, noise={self.noise!r})")
+        return (f"LamPolicy(calibrated for {cal}; default lam = {self.c0:g} * max(g, {self.end_factor:g} d)^3; "
+                f"target={self.target!r}, noise={self.noise!r})")
 
     # -- calibration ---------------------------------------------------------
 
     @classmethod
     def calibrate(cls, f: Callable, X_calib, K: int, N: int, *, target: str = "mse", labels=None,
                   stragglers=None, n_draws: int = 16, seed=0, lam_grid=None, lam_enc_grid=(0.0,),
-                  end_factors=(END_FACTOR,), noise_sigma: float = 0.0, into: "LamPolicy | None" = None,
+                  end_k_grid=None, noise_sigma: float = 0.0, into: "LamPolicy | None" = None,
                   alpha=None, beta=None) -> "LamPolicy":
-        """Calibrate psi (and lam_enc) for (K, N) on a calibration batch.
+        """Calibrate psi, k_end (and lam_enc) for (K, N) on a calibration batch.
 
         Parameters
         ----------
@@ -301,7 +321,8 @@ class LamPolicy:
         lam_grid : candidate lam_dec (default DEFAULT_LAM_GRID: 0 and 1e-10 .. 10).
         lam_enc_grid : encoder lams to try; each costs one pass of f over the
             coded calibration batch. Default (0.0,).
-        end_factors : values of a in phi = max(g, a * d) to try (the best is kept).
+        end_k_grid : candidate k_end (default END_K_GRID: 0 and the default's
+            c0 * 8^3 times 10^-1.5 .. 10^1 by half decades).
         noise_sigma : standard deviation of Gaussian noise to add to the worker
             outputs, when the workers are known to be that noisy.
         into : add this (K, N) table to a copy of an existing policy (one
@@ -314,9 +335,9 @@ class LamPolicy:
         n_draws = _count(n_draws, "n_draws")
         grid = np.array(_lams(DEFAULT_LAM_GRID if lam_grid is None else lam_grid, "lam_grid"))
         enc_grid = _lams(lam_enc_grid, "lam_enc_grid")
-        factors = [_real(a, f"end_factors[{i}]") for i, a in enumerate(end_factors)]
-        if grid.size == 0 or not enc_grid or not factors:
-            raise ValueError("lam_grid, lam_enc_grid and end_factors must not be empty")
+        end_grid = _lams(END_K_GRID if end_k_grid is None else end_k_grid, "end_k_grid")
+        if grid.size == 0 or not enc_grid or not end_grid:
+            raise ValueError("lam_grid, lam_enc_grid and end_k_grid must not be empty")
         if np.any(np.diff(grid) <= 0):
             raise ValueError("lam_grid must be strictly increasing")
         noise_sigma = _real(noise_sigma, "noise_sigma")
@@ -338,39 +359,62 @@ class LamPolicy:
         t1 = time.perf_counter()
         exact = exact_outputs(f, batches)
         forward += time.perf_counter() - t1
-        best = None
+        runs = []  # per lam_enc: (code, outputs, errors on the lam grid)
         for le in enc_grid:
             code = LeTCC(K, N, lam_enc=le, lam_dec=0.0, alpha=alpha, beta=beta)
             t1 = time.perf_counter()
             outputs = worker_outputs(code, f, batches)
             forward += time.perf_counter() - t1
-            err = decode_errors(code.beta, code.alpha, outputs, exact, sets, lambda nodes: grid,
-                                labels=lab, noise_sigma=noise_sigma, noise_seed=noise_seed)
-            # per-set cost of each lam
-            if target == "mse":
-                ref = np.empty(len(sets))
-                for S in np.unique(counts):
-                    m = counts == S
-                    ref[m] = max(err["mse"][m].mean(axis=0).min(), 1e-300)
-                cost = err["mse"] / ref[:, None]
-            else:
-                cost = (1.0 - err["acc"]) + 1e-6 * err["mse"] / max(err["mse"].min(), 1e-300)
-            for a in factors:
-                phis = np.array([effective_gap(code.beta[F], a) for F in sets])
-                edges, members = _bins(phis)
-                bin_cost = np.array([cost[m].sum(axis=0) for m in members])
+            runs.append((le, code, outputs, decode_errors(code.beta, code.alpha, outputs, exact, sets,
+                                                          lambda nodes: grid, labels=lab,
+                                                          noise_sigma=noise_sigma, noise_seed=noise_seed)))
+        # The reference MSE of a straggler count is the best over every lam_enc
+        # and lam on the grid: one yardstick for all candidates, so that an
+        # encoder that loses everywhere cannot look good relative to itself.
+        ref = None
+        if target == "mse":
+            ref = np.empty(len(sets))
+            for S in np.unique(counts):
+                m = counts == S
+                ref[m] = max(min(r[3]["mse"][m].mean(axis=0).min() for r in runs), 1e-300)
+        base = {"mse": np.array([min(r[3]["mse"].min() for r in runs)])}
+        best = None
+        for le, code, outputs, err in runs:
+            cost = _cost(err, target, ref, base)
+            gd = np.array([gap_and_end(code.beta[F]) for F in sets])
+            edges, members, scale = _bins(gd[:, 0])
+            lam_gap = grid[None, :] * scale[:, None]  # psi the table gives set s with l = grid[j]
+            out = np.flatnonzero(scale != 1.0)
+            if out.size:  # sets beyond the table's edges: score them at the lam they will get
+                e2 = decode_errors(code.beta, code.alpha, outputs, exact, [sets[i] for i in out],
+                                   [lam_gap[i] for i in out], labels=lab, noise_sigma=noise_sigma,
+                                   noise_seed=noise_seed, set_ids=out)
+                cost = cost.copy()
+                cost[out] = _cost(e2, target, None if ref is None else ref[out], base)
+            for k in end_grid:
+                lam_end = k * gd[:, 1] ** 3
+                cost_k = cost
+                hit = np.flatnonzero(lam_end > lam_gap[:, 0])  # sets where the end term can win
+                if hit.size:
+                    e3 = decode_errors(code.beta, code.alpha, outputs, exact, [sets[i] for i in hit],
+                                       [[lam_end[i]] for i in hit], labels=lab, noise_sigma=noise_sigma,
+                                       noise_seed=noise_seed, set_ids=hit)
+                    c3 = _cost(e3, target, None if ref is None else ref[hit], base)[:, 0]
+                    cost_k = cost.copy()
+                    # lam = max(psi, end term): where the end term is larger it decides
+                    cost_k[hit] = np.where(lam_end[hit, None] > lam_gap[hit], c3[:, None], cost[hit])
+                bin_cost = np.array([cost_k[m].sum(axis=0) for m in members])
                 path, total = _best_path(bin_cost, monotone=True)
                 if best is None or total < best["total"] - 1e-9 * abs(total):
-                    best = {"total": total, "lam_enc": le, "end_factor": a, "edges": edges,
-                            "lam": [float(grid[j]) for j in path], "err": err, "phis": phis}
-        table = {"edges": best["edges"], "lam": best["lam"], "end_factor": best["end_factor"],
-                 "lam_enc": best["lam_enc"]}
+                    best = {"total": total, "lam_enc": le, "end_k": k, "edges": edges,
+                            "lam": [float(grid[j]) for j in path]}
+        table = {"edges": best["edges"], "lam": best["lam"], "end_k": best["end_k"], "lam_enc": best["lam_enc"]}
         seconds = time.perf_counter() - t0
         report = {
             "K": K, "N": N, "target": target, "seed": seed if isinstance(seed, int) else None,
             "rounds": int(batches.shape[0]), "sets": len(sets), "draws_per_count": n_draws,
             "counts": sorted(int(S) for S in by_count), "noise_sigma": noise_sigma,
-            "lam_enc_grid": enc_grid, "end_factors": factors, "lam_grid_size": int(grid.size),
+            "lam_enc_grid": enc_grid, "end_k_grid": end_grid, "lam_grid_size": int(grid.size),
             "seconds": round(seconds, 3), "forward_seconds": round(forward, 3),
         }
         policy = cls.from_dict(into.to_dict() if into is not None else cls(target=target).to_dict())
@@ -379,6 +423,15 @@ class LamPolicy:
         policy.target = target
         policy.report[f"{K},{N}"] = report
         return policy
+
+
+def _cost(err: dict, target: str, ref, base: dict) -> np.ndarray:
+    """Per-set, per-lam calibration cost: MSE relative to ``ref`` (the best
+    mean MSE at the set's straggler count, target mse), or the error rate with
+    the MSE (relative to the smallest in ``base``) as a tie-breaker (relacc)."""
+    if target == "mse":
+        return err["mse"] / ref[:, None]
+    return (1.0 - err["acc"]) + 1e-6 * err["mse"] / max(base["mse"].min(), 1e-300)
 
 
 # ---------------------------------------------------------------- tables
@@ -403,37 +456,50 @@ def _checked_table(key, table) -> dict:
         raise ValueError(f"table {key!r}: 'edges' must be finite and strictly increasing, got {edges}")
     if any(b < a for a, b in zip(lam, lam[1:])):
         raise ValueError(f"table {key!r}: 'lam' must be non-decreasing (larger gaps, more smoothing), got {lam}")
-    return {"edges": edges, "lam": lam, "end_factor": _real(table.get("end_factor", END_FACTOR), "end_factor"),
+    return {"edges": edges, "lam": lam, "end_k": _real(table.get("end_k", DEFAULT_C0 * END_FACTOR ** 3), "end_k"),
             "lam_enc": as_lam(table.get("lam_enc", 0.0))}
 
 
-def _table_lam(t: dict, phi: float) -> float:
+def _table_lam(t: dict, g: float) -> float:
+    """psi(g) from a table: the bin's lam inside, g^3 scaling beyond the edges."""
     edges, lam = t["edges"], t["lam"]
-    if phi <= 0.0:
+    if g <= 0.0:
         return 0.0
-    x = math.log10(phi)
-    if x < edges[0]:  # below the calibrated range: scale like phi^3 down from the edge
+    x = math.log10(g)
+    if x < edges[0]:  # below the calibrated range: scale like g^3 down from the edge
         return lam[0] * 10.0 ** (3.0 * (x - edges[0]))
-    if x >= edges[-1]:  # above: like phi^3 up from the last edge
+    if x >= edges[-1]:  # above: like g^3 up from the last edge
         return lam[-1] * 10.0 ** (3.0 * (x - edges[-1]))
     return lam[bisect.bisect_right(edges, x) - 1]
 
 
-def _bins(phis: np.ndarray) -> tuple[list[float], list[np.ndarray]]:
-    """Bins of width BIN_WIDTH in log10(phi) holding >= MIN_SETS_PER_BIN sets
-    each (sparse ones merged into the neighbour towards the middle): (edges,
-    per-bin boolean member masks)."""
+def _bins(phis: np.ndarray, extrapolate: bool = True) -> tuple[list[float], list[np.ndarray], np.ndarray]:
+    """Calibration bins of width BIN_WIDTH in log10(phi): (edges, per-bin
+    boolean member masks, per-set lam scale).
+
+    The table covers the core from the first to the last bin holding at least
+    MIN_SETS_PER_BIN sets (sparse inner bins join their fuller neighbour).
+    With extrapolate=True, the sets outside the core belong to the first / last
+    bin but their lam is that bin's times (phi / edge)^3, the rule _table_lam
+    applies there (scale holds that factor, 1 inside the core): a few sets with
+    very wide gaps (missing end workers) must not pin one lam on a bin that is
+    mostly narrower gaps. With extrapolate=False sparse end bins are merged
+    inwards instead and every scale is 1."""
     x = np.log10(np.maximum(phis, 1e-300))
-    lo = math.floor(x.min() / BIN_WIDTH) * BIN_WIDTH
-    n = max(1, int(math.floor((x.max() - lo) / BIN_WIDTH)) + 1)
+    lo = math.floor(x.min() / BIN_WIDTH + 1e-9) * BIN_WIDTH
+    n = max(1, int(math.floor((x.max() - lo) / BIN_WIDTH + 1e-9)) + 1)
     edges = [lo + i * BIN_WIDTH for i in range(n + 1)]
-    idx = np.minimum(((x - lo) / BIN_WIDTH).astype(int), n - 1)
+    idx = np.clip(np.floor((x - lo) / BIN_WIDTH + 1e-9).astype(int), 0, n - 1)
     counts = [int(np.sum(idx == i)) for i in range(n)]
-    groups = [[i] for i in range(n)]
-    # merge sparse end bins inwards, then sparse inner bins into the fuller neighbour
+    dense = [i for i in range(n) if counts[i] >= MIN_SETS_PER_BIN]
+    if extrapolate and dense:
+        first, last = dense[0], dense[-1]
+    else:
+        first, last = 0, n - 1
+    groups = [[i] for i in range(first, last + 1)]
     while len(groups) > 1:
         sizes = [sum(counts[i] for i in g) for g in groups]
-        sparse = [j for j, s in enumerate(sizes) if s < MIN_SETS_PER_BIN]
+        sparse = [j for j, c in enumerate(sizes) if c < MIN_SETS_PER_BIN]
         if not sparse:
             break
         j = sparse[0]
@@ -445,9 +511,15 @@ def _bins(phis: np.ndarray) -> tuple[list[float], list[np.ndarray]]:
             k = j - 1 if sizes[j - 1] >= sizes[j + 1] else j + 1
         a, b = min(j, k), max(j, k)
         groups[a:b + 1] = [groups[a] + groups[b]]
-    out_edges = [edges[g[0]] for g in groups] + [edges[groups[-1][-1] + 1]]
+    out_edges = [round(edges[g[0]], 12) for g in groups] + [round(edges[groups[-1][-1] + 1], 12)]
     members = [np.isin(idx, g) for g in groups]
-    return [round(e, 12) for e in out_edges], members
+    scale = np.ones(x.shape[0])
+    below, above = idx < first, idx > last
+    members[0] |= below
+    members[-1] |= above
+    scale[below] = 10.0 ** (3.0 * (x[below] - out_edges[0]))
+    scale[above] = 10.0 ** (3.0 * (x[above] - out_edges[-1]))
+    return out_edges, members, scale
 
 
 def _best_path(cost: np.ndarray, monotone: bool = True) -> tuple[list[int], float]:
@@ -523,17 +595,21 @@ def straggler_sets(stragglers, N: int, n_draws: int, rng: np.random.Generator) -
 
 
 def decode_errors(beta: np.ndarray, alpha: np.ndarray, outputs: np.ndarray, exact: np.ndarray,
-                  sets: Sequence[np.ndarray], lams: Callable[[np.ndarray], Sequence[float]],
+                  sets: Sequence[np.ndarray], lams: Callable[[np.ndarray], Sequence[float]] | Sequence,
                   labels: np.ndarray | None = None, noise_sigma: float = 0.0, noise_seed: int = 0,
-                  operator: Callable[[np.ndarray, float], np.ndarray] | None = None) -> dict:
+                  operator: Callable[[np.ndarray, float], np.ndarray] | None = None,
+                  set_ids: Sequence[int] | None = None) -> dict:
     """Errors of the spline decoder on every answering set, for several lam each.
 
     outputs (B, N, ...): worker outputs of B rounds; exact (B, K, ...): f on
     the inputs; sets: sorted answering-index arrays; ``lams(nodes)`` -> the lam
-    values to score for a set with these (ascending) nodes. All B rounds are
+    values to score for a set with these (ascending) nodes (or a sequence
+    holding each set's lam values). All B rounds are
     decoded at once with one (K, |F|) operator per set and lam (the same linear
     map LeTCC.decode applies); ``operator(nodes, lam)`` replaces it with any
-    other (K, |F|) matrix (e.g. BACC's). Noise: Gaussian, seeded by (noise_seed, set).
+    other (K, |F|) matrix (e.g. BACC's). Noise: Gaussian, seeded by
+    (noise_seed, set_ids[j]) (default set_ids: 0, 1, ...), so a set decoded
+    again in another call sees the same noise.
 
     Returns {"mse": (n_sets, L), "acc": (n_sets, L) or None}: the mean over
     rounds and the K inputs of the squared norm of the error, and the fraction
@@ -547,9 +623,11 @@ def decode_errors(beta: np.ndarray, alpha: np.ndarray, outputs: np.ndarray, exac
         nodes = beta[F]
         YF = Y[:, F, :]
         if noise_sigma > 0:
-            YF = YF + noise_sigma * np.random.default_rng([noise_seed, j]).standard_normal(YF.shape)
+            sid = j if set_ids is None else int(set_ids[j])
+            YF = YF + noise_sigma * np.random.default_rng([noise_seed, sid]).standard_normal(YF.shape)
+        lam_values = lams(nodes) if callable(lams) else lams[j]
         A = np.stack([operator(nodes, lam) if operator is not None
-                      else SplineSmoother(nodes, alpha, lam=float(lam)).matrix() for lam in lams(nodes)])
+                      else SplineSmoother(nodes, alpha, lam=float(lam)).matrix() for lam in lam_values])
         est = np.matmul(A[:, None], YF[None])  # (L, B, K, m): every lam, every round
         d = (est - E).reshape(A.shape[0], -1)
         mse_rows.append(np.einsum("lx,lx->l", d, d) / (B * E.shape[1]))
