@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 import timeit
 from pathlib import Path
@@ -171,6 +172,7 @@ def main(argv=None) -> None:
     ap.add_argument("--name", default="spline", help="results file bench/results/<name>.md")
     args = ap.parse_args(argv)
 
+    load_start = os.getloadavg()
     rng = np.random.default_rng(12345)
     headers = ["n", "m", "dtype", "kernel", "letcc plan(y)", "letcc out=", "out= 1 thread", "copyto floor", "y.copy()",
                "numpy GEMM", "csaps", "scipy loop", "plan/copy", "out=/copyto", "GEMM/out=", "csaps/plan",
@@ -238,7 +240,8 @@ every row: {worst:.1e} (float32 rows are limited by float32 rounding).
                  ["## Plan call vs alternatives", main_table,
                   "## Small-call overhead", small_table,
                   "## Against the issue's targets", targets],
-                 notes=notes)
+                 notes=notes,
+                 extra_info=[("load average (1, 5, 15 min) at start", ", ".join(f"{v:.2f}" for v in load_start))])
 
 
 def target_summary(results) -> str:
