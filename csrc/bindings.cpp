@@ -380,26 +380,39 @@ py::tuple gcv(const py::array& x, const py::array& w, double lam, const py::arra
     checked_float_array(y, "y", static_cast<py::ssize_t>(xv.size()));
     py::tuple gg = py::isinstance<py::array_t<double>>(y) ? fit_impl<double>(f, y, threads)
                                                           : fit_impl<float>(f, y, threads);
-    py::array g = gg[0];
+    py::array gam = gg[1];
     const std::size_t n = xv.size(), m = columns_of(y);
+    // Residuals straight from gamma, y - g = lam W^-1 Q gamma, rather than as
+    // the difference y - g, which cancels as lam -> 0 (GCV's plateau there
+    // would be rounding noise).
     double rss = 0.0;
-    auto accumulate = [&](auto* yp, auto* gp) {
-        for (std::size_t i = 0; i < n; ++i) {
-            double s = 0.0;
+    auto accumulate = [&](auto* cp) {
+        std::vector<double> ih(f.h.size());
+        for (std::size_t i = 0; i < ih.size(); ++i) ih[i] = 1.0 / f.h[i];
+        std::vector<double> r(m);
+        for (std::size_t i = 0; i < n && n >= 3; ++i) {
+            const double il = (i >= 1) ? ih[i - 1] : 0.0;
+            const double ir = (i + 1 < n) ? ih[i] : 0.0;
+            const double s = f.lam_over_w[i];
+            double acc = 0.0;
             for (std::size_t j = 0; j < m; ++j) {
-                const double r = static_cast<double>(yp[i * m + j]) - static_cast<double>(gp[i * m + j]);
-                s += r * r;
+                const double gm = (i >= 1) ? static_cast<double>(cp[(i - 1) * m + j]) : 0.0;
+                const double g0 = static_cast<double>(cp[i * m + j]);
+                const double gp = (i + 1 < n) ? static_cast<double>(cp[(i + 1) * m + j]) : 0.0;
+                const double res = s * (il * gm - (il + ir) * g0 + ir * gp);
+                acc += res * res;
             }
-            rss += wv[i] * s;
+            rss += wv[i] * acc;
         }
     };
     if (py::isinstance<py::array_t<double>>(y))
-        accumulate(static_cast<const double*>(y.data()), static_cast<const double*>(g.data()));
+        accumulate(static_cast<const double*>(gam.data()));
     else
-        accumulate(static_cast<const float*>(y.data()), static_cast<const float*>(g.data()));
-    const double tr = smoother_trace(f);
+        accumulate(static_cast<const float*>(gam.data()));
     const double dn = static_cast<double>(n);
-    const double denom = (dn - tr) * (dn - tr);
+    const double dof_resid = smoother_trace_complement(f);  // n - tr S, without cancellation
+    const double tr = dn - dof_resid;
+    const double denom = dof_resid * dof_resid;
     const double score = denom > 0 ? dn * rss / denom : std::numeric_limits<double>::infinity();
     return py::make_tuple(score, tr, rss);
 }

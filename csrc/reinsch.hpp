@@ -115,11 +115,13 @@ inline ReinschFactor factor_reinsch(const double* x, const double* w, std::size_
     return f;
 }
 
-// Trace of the smoother matrix S (g = S y), in O(n) from the band of M^-1
-// (Hutchinson & de Hoog 1985): tr S = n - lam * tr(M^-1 B).
-inline double smoother_trace(const ReinschFactor& f) {
+// n - tr S = lam * tr(M^-1 B) for the smoother matrix S (g = S y), in O(n)
+// from the band of M^-1 (Hutchinson & de Hoog 1985). Kept as its own
+// function because GCV divides by (n - tr S)^2: forming n - (n - lam t)
+// cancels catastrophically as lam -> 0.
+inline double smoother_trace_complement(const ReinschFactor& f) {
     const std::size_t n = f.n;
-    if (n < 3) return static_cast<double>(n);
+    if (n < 3) return 0.0;
     // s0[i] = Sigma[i,i], s1[i] = Sigma[i,i+1], s2[i] = Sigma[i,i+2], Sigma = M^-1,
     // from L^T Sigma = D^-1 L^-1, bottom-up. L[i+1,i] = l1[i+1], L[i+2,i] = l2[i+2].
     std::vector<double> s0(n + 2, 0.0), s1(n + 2, 0.0), s2(n + 2, 0.0);
@@ -134,7 +136,12 @@ inline double smoother_trace(const ReinschFactor& f) {
     double t = 0.0;
     for (std::size_t i = 1; i <= last; ++i)
         t += s0[i] * f.b0[i] + 2.0 * s1[i] * f.b1[i] + 2.0 * s2[i] * f.b2[i];
-    return static_cast<double>(n) - f.lam * t;
+    return f.lam * t;
+}
+
+// Trace of the smoother matrix S (g = S y): the effective degrees of freedom.
+inline double smoother_trace(const ReinschFactor& f) {
+    return static_cast<double>(f.n) - smoother_trace_complement(f);
 }
 
 }  // namespace letcc
