@@ -324,8 +324,13 @@ def timing(policy_cal: LamPolicy):
     codes = {"LeTCC fixed lam": LeTCC(K, N, lam_dec=1e-4), "LeTCC default policy": LeTCC(K, N, lam_dec=dflt),
              "LeTCC calibrated policy": LeTCC(K, N, lam_dec=policy_cal), "LeTCC GapScaledLam": LeTCC(K, N, lam_dec=old),
              "LeTCC GCV (lam_dec=None)": LeTCC(K, N, lam_dec=None), "BACC": BACC(K, N)}
-    rows = [("policy.lam_dec only: LamPolicy() default", best(lambda: dflt.lam_dec(nodes, N, K))),
-            ("policy.lam_dec only: calibrated table", best(lambda: policy_cal.lam_dec(nodes, N, K))),
+    rows = [("policy.lam_dec only: LamPolicy() default, set seen before (memo)", best(lambda: dflt.lam_dec(nodes, N, K))),
+            ("policy.lam_dec only: calibrated table, set seen before (memo)",
+             best(lambda: policy_cal.lam_dec(nodes, N, K))),
+            ("policy.lam_dec only: LamPolicy() default, new set (g, d, formula)",
+             best(lambda: dflt._lam_dec(nodes, N, K))),
+            ("policy.lam_dec only: calibrated table, new set (g, d, table lookup)",
+             best(lambda: policy_cal._lam_dec(nodes, N, K))),
             ("policy.lam_dec only: GapScaledLam", best(lambda: old.lam_dec(nodes, N, K)))]
     for label, c in codes.items():
         c.decode(Y, F)  # warm the plan cache
@@ -581,7 +586,85 @@ def write_report(out, names, infos, all_res, cal, noise, fit, times, total, args
     for label, us in times:
         lines.append(f"| {label} | {us:.1f} |")
     lines.append("")
+    lines.append(ANALYSIS)
     (out / "lambda.md").write_text("\n".join(lines) + "\n")
+
+
+ANALYSIS = """## Reading the results
+
+Written from the run above (seeded: a rerun on the same weights gives the same
+MSE and RelAcc tables; timings move).
+
+**The policy.** lam_dec = max(psi(g), k_end d^3), g the largest gap between
+answering nodes, d the distance from the outermost answering node to its end
+of [-1, 1]. Uncalibrated: psi(g) = c0 g^3, k_end = c0 8^3, i.e.
+c0 max(g, 8 d)^3 with c0 = 5.6e-4. Calibrated: psi a non-decreasing step
+table over g bins and k_end from a grid, per (K, N), from 240 calibration
+images (a few seconds). Both are monotone by construction: removing workers
+only widens g and d.
+
+**Why the end term.** A missing end worker makes the decoder extrapolate
+linearly to the outermost alphas, which sit where the Chebyshev nodes and the
+inputs along the encoder curve are densest; those sets want far more smoothing
+than an inner hole as wide. Without it (`GapScaledLam 3e-4`, the same g^3 rule
+with c = 3e-4 and no end term) LeTCC loses to BACC at S = N/2 - 1 on every
+model with N = 16 and on ViT at S = N/2. In the default-formula fit, a = 8
+beats a = 0 at every c0 up to 1e-3 (the useful range).
+
+**(a) Uncalibrated default.** Below BACC at every S for all three models and
+both pairs. Mean improvement (1 - mean over S of the MSE ratio): 14.5% / 31.5%
+(LeNet-5, (8, 16) / (12, 36)), 12.4% / 16.5% (RepVGG), 15.6% / 30.8% (ViT).
+Its two constants were fitted (pooled) on the calibration images of these same
+models, so this shows a default that holds across this family of small
+classifiers and both pairs, not a guarantee for unrelated models; calibrating
+is the remedy there.
+
+**(b) Calibrated.** Below BACC at every S everywhere. Against the per-S grid
+optimum (an oracle: the best constant (lam_enc, lam_dec) for each S, picked on
+the evaluation sets themselves) it is, averaged over S, between 2.2% better
+and 0.8% worse, and 2.8% worse at its worst S; at N = 16 it beats the oracle
+on average, because it adapts lam to each set's gaps.
+Mean improvement 14.6% / 32.7% (LeNet-5), 13.0% / 17.2% (RepVGG), 16.2% /
+31.2% (ViT). **The 15% target is missed at (K, N) = (8, 16) for LeNet-5
+(14.6%) and RepVGG (13.0%)**, and no per-S lam tuning reaches it there: the
+per-S grid optimum itself gives 14.1% and 10.8%. With N = 2K and S near N/2
+only about K workers answer for K inputs; the spline then has little to
+smooth and the best lam buys a few percent over BACC at most (LeNet-5, S = 7:
+0.994 with a standard error of 0.029 over the sets, so "below BACC" there is
+not statistically secure). The gain grows with redundancy: 17-33% at N = 3K.
+
+**(c) RelAcc and the target option.** target='relacc' maximises the decoded
+argmax accuracy on the calibration images; its RelAcc is at or above BACC's
+at every S for every model and pair. The price is MSE: it smooths less at
+large gaps (an argmax is kept by interpolating, lost by averaging neighbours),
+and its MSE loses to BACC at S = N/2 - 1 on every model at N = 16 (ratios
+1.04-1.30) and at one or two other S (ratios up to 1.21). target='mse' keeps
+the MSE win but drops below BACC's RelAcc at some S near N/2 (LeNet-5
+(8, 16): S = 6-8; ViT (8, 16): S = 7, 8; also LeNet-5 (12, 36) at S = 0, by
+0.14%), as DESIGN.md reported. Choose by what the application measures.
+
+**GCV.** With exact workers the error is coding error: deterministic,
+structured, no noise to estimate. GCV then sees no noise and often picks lam
+near 0 (median 1e-17 at N = 36), behaving like interpolation: on average it
+is no better than lam = 0, it loses to BACC at several S on every model and
+pair, and it is the worst LeTCC variant on RepVGG. With
+noisy workers GCV estimates the noise from the data: it beats the
+noise-unaware policies once the noise dominates the coding error (sigma = 0.3,
+and sigma = 0.1 at N = 64), and with small noise (sigma = 0.03) it loses even
+to BACC at S = N/2 (and at S = N/4 for N = 16). When the noise level is known, calibrating with
+noise_sigma matches or beats GCV in every row, without GCV's per-decode
+search (15-20x the cost of a cached decode). Hence: LamPolicy(noise='gcv')
+(lam_dec=None) for noise of unknown size, calibrate(noise_sigma=...) for a
+known one, the default otherwise.
+
+**Cost.** Calibration: 1-7 s per (K, N) for 240 images on one thread:
+decoding 144-304 straggler sets at 45 lams, plus one forward pass over the
+N/K x 240 coded images per lam_enc tried (0.2 s for LeNet-5, up to 3.8 s for
+RepVGG). Per decode the policy costs one
+dict lookup for a set it has seen (memoised) and a few microseconds otherwise,
+against about 30 us for a cached decode of 27 answers; a production loop pays
+no search.
+"""
 
 
 if __name__ == "__main__":
