@@ -24,9 +24,9 @@ The decoder then extrapolates linearly to the outer alphas, which sit where
 the Chebyshev nodes (and the inputs along the encoder curve) are densest; those
 sets want far more smoothing than interior holes of the same size (measured:
 lambda.md). The uncalibrated default is psi(g) = c0 g^3 and k_end = c0 a^3,
-i.e. lam = c0 * max(g, a d)^3 with a = END_FACTOR = 8. Given g and d, the
-number of answers |F| adds little (lambda.md: a table per (S, g) cell gained
-about 1% in sample).
+i.e. lam = c0 * max(g, a d)^3 with a = END_FACTOR = 8. Given the gaps, the
+number of answers |F| adds little (lambda.md: a lam per (S, gap bin) cell
+instead of per gap bin gained 0.8% in sample).
 
 Three ways to get a policy:
 
@@ -54,8 +54,10 @@ argmax (measured in lambda.md).
 (GCV estimates it), wrong for pure coding error, where it picks lam poorly
 (lambda.md, "GCV"). With noise of a known size, calibrate with ``noise_sigma``.
 
-Per decode the policy costs one pass over the |F| nodes and a bisection in a
-short table: no search. lam is scipy's ``make_smoothing_spline`` lam (plain sum
+Per decode the policy costs a dict lookup for an answering set it has seen
+before, else one pass over the |F| nodes and a bisection in a short table: no
+search. Policies calibrated with custom alpha/beta assume the code uses the
+same nodes (tables are keyed by (K, N) only). lam is scipy's ``make_smoothing_spline`` lam (plain sum
 in the data term, no 1/n), on nodes in [-1, 1].
 """
 from __future__ import annotations
