@@ -318,24 +318,27 @@ def timing(policy_cal: LamPolicy):
     nodes = LeTCC(K, N).beta[F]
     dflt, old = LamPolicy(), GapScaledLam()
 
-    def best(fn, n=2000):
-        return min(timeit.repeat(fn, number=n, repeat=9)) / n * 1e6
-
     codes = {"LeTCC fixed lam": LeTCC(K, N, lam_dec=1e-4), "LeTCC default policy": LeTCC(K, N, lam_dec=dflt),
              "LeTCC calibrated policy": LeTCC(K, N, lam_dec=policy_cal), "LeTCC GapScaledLam": LeTCC(K, N, lam_dec=old),
              "LeTCC GCV (lam_dec=None)": LeTCC(K, N, lam_dec=None), "BACC": BACC(K, N)}
-    rows = [("policy.lam_dec only: LamPolicy() default, set seen before (memo)", best(lambda: dflt.lam_dec(nodes, N, K))),
-            ("policy.lam_dec only: calibrated table, set seen before (memo)",
-             best(lambda: policy_cal.lam_dec(nodes, N, K))),
-            ("policy.lam_dec only: LamPolicy() default, new set (g, d, formula)",
-             best(lambda: dflt._lam_dec(nodes, N, K))),
-            ("policy.lam_dec only: calibrated table, new set (g, d, table lookup)",
-             best(lambda: policy_cal._lam_dec(nodes, N, K))),
-            ("policy.lam_dec only: GapScaledLam", best(lambda: old.lam_dec(nodes, N, K)))]
+    items = [("policy.lam_dec only: LamPolicy() default, set seen before (memo)", lambda: dflt.lam_dec(nodes, N, K), 2000),
+             ("policy.lam_dec only: calibrated table, set seen before (memo)",
+              lambda: policy_cal.lam_dec(nodes, N, K), 2000),
+             ("policy.lam_dec only: LamPolicy() default, new set (g, d, formula)",
+              lambda: dflt._lam_dec(nodes, N, K), 2000),
+             ("policy.lam_dec only: calibrated table, new set (g, d, table lookup)",
+              lambda: policy_cal._lam_dec(nodes, N, K), 2000),
+             ("policy.lam_dec only: GapScaledLam", lambda: old.lam_dec(nodes, N, K), 2000)]
     for label, c in codes.items():
         c.decode(Y, F)  # warm the plan cache
-        rows.append((f"decode, {label}", best(lambda: c.decode(Y, F), 200 if "GCV" in label else 1000)))
-    return rows
+        items.append((f"decode, {label}", lambda c=c: c.decode(Y, F), 100 if "GCV" in label else 500))
+    # interleaved rounds, best per item: a burst of load on the shared machine
+    # then hits one round of every item instead of all rounds of one
+    best = {label: np.inf for label, _, _ in items}
+    for _ in range(15):
+        for label, fn, n in items:
+            best[label] = min(best[label], timeit.timeit(fn, number=n) / n * 1e6)
+    return list(best.items())
 
 
 # ---------------------------------------------------------------- report
@@ -580,7 +583,7 @@ def write_report(out, names, infos, all_res, cal, noise, fit, times, total, args
         lines.append("")
     lines.append("## Cost\n")
     lines.append("Per call, K = 12, N = 36, 27 answering, 10 outputs, float32, warm plan cache, "
-                 "best of 9 (microseconds):\n")
+                 "best of 15 interleaved rounds (microseconds):\n")
     lines.append("| what | us |")
     lines.append("|---|---|")
     for label, us in times:
@@ -663,7 +666,9 @@ N/K x 240 coded images per lam_enc tried (0.2 s for LeNet-5, up to 3.8 s for
 RepVGG). Per decode the policy costs one
 dict lookup for a set it has seen (memoised) and a few microseconds otherwise,
 against about 30 us for a cached decode of 27 answers; a production loop pays
-no search.
+no search. A LeTCC decode with a policy measured 34-35 us against 28 us with
+a fixed lam: most of that difference is LeTCC's per-call handling of a policy
+(validating the returned lam, the cache key), not the policy.
 """
 
 
