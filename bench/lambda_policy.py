@@ -667,8 +667,8 @@ RepVGG). Per decode the policy costs one
 dict lookup for a set it has seen (memoised) and a few microseconds otherwise,
 against about 30 us for a cached decode of 27 answers; a production loop pays
 no search. A LeTCC decode with a policy measured 34-35 us against 28 us with
-a fixed lam: most of that difference is LeTCC's per-call handling of a policy
-(validating the returned lam, the cache key), not the policy.
+a fixed lam; of those ~6 us, the policy's memoised lookup is 0.3 us and
+LeTCC's validation of the returned lam about 2 us (measured separately).
 """
 
 
