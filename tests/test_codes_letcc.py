@@ -139,11 +139,21 @@ def test_integer_inputs_give_float64():
 
 def test_default_lam_dec_is_gap_cubed():
     code = LeTCC(8, 24)
-    avail = np.array([0, 1, 2, 3, 8, 9, 10, 15, 20, 23])
+    avail = np.array([0, 1, 2, 3, 8, 9, 10, 15, 20, 23])  # both end workers answer: d = 0
     code.decode(np.zeros((avail.size, 2)), avail)
     g = np.max(np.diff(code.beta[avail]))
-    assert code.last_lam_dec == pytest.approx(3e-4 * g**3, rel=1e-12)
+    assert code.last_lam_dec == pytest.approx(5.6e-4 * g**3, rel=1e-12)
     assert code.lam_enc == 0.0
+
+
+def test_default_lam_dec_grows_when_an_end_worker_is_missing():
+    code = LeTCC(8, 24)
+    avail = np.arange(4, 24)  # workers 0..3 (the left end of [-1, 1]) are missing
+    code.decode(np.zeros((avail.size, 2)), avail)
+    b = code.beta[avail]
+    g, d = np.max(np.diff(b)), b[0] + 1.0
+    assert code.last_lam_dec == pytest.approx(5.6e-4 * max(g, 8 * d) ** 3, rel=1e-12)
+    assert code.last_lam_dec > 5.6e-4 * g**3
 
 
 def test_default_lam_dec_shrinks_with_n():
@@ -230,7 +240,9 @@ def test_plans_are_cached_per_available_set(rng):
 
 def test_lam_values_follow_the_protocol():
     assert GapScaledLam().lam_dec(np.array([0.0, 1.0]), 2, 2) == 0.0
-    assert GapScaledLam(c_dec=1.0).lam_dec(np.array([-1.0, 0.0, 0.5]), 3, 2) == 1.0
+    assert GapScaledLam(c_dec=1.0, end_factor=0.0).lam_dec(np.array([-1.0, 0.0, 0.5]), 3, 2) == 1.0
+    # the right end is 0.5 away from 1: phi = max(1, 8 * 0.5) = 4
+    assert GapScaledLam(c_dec=1.0).lam_dec(np.array([-1.0, 0.0, 0.5]), 3, 2) == 64.0
     assert letcc.LeTCC is LeTCC
 
 

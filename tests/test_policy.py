@@ -1,6 +1,8 @@
 """letcc.policy: the lam policy LeTCC uses to choose lam_dec from the answering set."""
 import json
 
+import letcc
+
 import numpy as np
 import pytest
 
@@ -328,3 +330,19 @@ def test_bad_arguments_raise_clear_errors():
         LamPolicy.calibrate(f, X[:3], K, N)
     with pytest.raises(TypeError, match="into"):
         LamPolicy.calibrate(f, X, K, N, into={"tables": []})
+
+
+def test_library_default_is_the_uncalibrated_lam_policy():
+    """LeTCC's default lam (letcc.codes.lam_defaults.DEFAULT_POLICY, a formula kept
+    in the codes layer) is the same rule as an uncalibrated letcc.LamPolicy()."""
+    from letcc.codes.lam_defaults import DEFAULT_POLICY
+
+    policy = letcc.LamPolicy()
+    rng = np.random.default_rng(3)
+    for N in (5, 16, 36):
+        beta = letcc.nodes.chebyshev_second_kind(N)
+        for S in range(0, N - 2):
+            avail = np.sort(rng.choice(N, N - S, replace=False))
+            b = beta[avail]
+            assert DEFAULT_POLICY.lam_dec(b, N, 8) == pytest.approx(policy.lam_dec(b, N, 8), rel=1e-12, abs=0)
+    assert DEFAULT_POLICY.lam_enc(8, 16) == policy.lam_enc(8, 16)
