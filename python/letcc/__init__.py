@@ -3,9 +3,11 @@
 Layers, each depending only on the ones above it (imports point down):
 
 1. ``letcc.splines``    smoothing splines over many columns (compiled core)
-2. ``letcc.codes``      LeTCC and BACC encoders/decoders; ``letcc.nodes``,
-                        ``letcc.metrics``, ``letcc.tune``, ``letcc.policy``
-3. ``letcc.stragglers`` who is late and by how much
+2. ``letcc.codes``      LeTCC, BACC and the baselines; ``letcc.nodes``,
+                        ``letcc.metrics``
+3. ``letcc.stragglers`` who is late and by how much; ``letcc.tune`` and
+                        ``letcc.policy`` (choosing lam by simulating
+                        straggler draws) sit here, above the straggler models
 4. ``letcc.runtime``    coded inference on worker processes or Ray
 5. ``letcc.experiments``, ``letcc.cli``  models, data, sweeps, plots
 
