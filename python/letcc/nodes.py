@@ -15,6 +15,8 @@ import numbers
 
 import numpy as np
 
+from letcc.splines._validation import as_knots
+
 __all__ = [
     "chebyshev_first_kind",
     "chebyshev_second_kind",
@@ -64,30 +66,15 @@ def equispaced(n: int) -> np.ndarray:
 
 def as_nodes(nodes, count: int, name: str) -> np.ndarray:
     """Validate user-given nodes: `count` finite, strictly increasing float64 values in [-1, 1]."""
-    if np.iscomplexobj(nodes):
-        raise TypeError(f"{name} must be real, got complex values")
-    try:
-        arr = np.array(nodes, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a 1-D array of real numbers, got {type(nodes).__name__}") from exc
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    # The spline layer's knot checks, then what nodes need beyond knots; a copy,
+    # because as_knots may hand back the caller's own array and this one is frozen.
+    arr = np.array(as_knots(nodes, name))
     if arr.shape[0] != count:
         raise ValueError(f"{name} must hold {count} nodes, got {arr.shape[0]}")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"{name}[{i}] = {arr[i]} is not finite")
     outside = (arr < -1.0) | (arr > 1.0)
     if outside.any():
         i = int(np.argmax(outside))
         raise ValueError(f"{name}[{i}] = {arr[i]} is outside [-1, 1]")
-    steps = np.diff(arr)
-    if (steps <= 0).any():
-        i = int(np.argmax(steps <= 0))
-        raise ValueError(
-            f"{name} must be strictly increasing, but {name}[{i + 1}] = {arr[i + 1]} <= {name}[{i}] = {arr[i]}"
-        )
     arr.setflags(write=False)
     return arr
 

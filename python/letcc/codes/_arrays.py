@@ -2,10 +2,10 @@
 tensors (CPU, and CUDA through their own operations), CuPy arrays.
 
 The codes never convert an array to another kind on the hot path: rows are
-reordered with the array's own indexing and dense operators (BACC) are applied
-with the array's own matmul, so GPU arrays stay on their device and CPU torch
-tensors come back as torch tensors. Spline operators go through
-letcc.SplineSmoother, which already handles every kind.
+reordered with the array's own indexing, and the spline and Berrut operators
+go through letcc.SplineSmoother / letcc.splines.DenseOperator, which handle
+every kind (GPU arrays stay on their device, CPU torch tensors come back as
+torch tensors).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 
 from letcc.splines._arrays import is_gpu_array, is_torch_tensor
 
-__all__ = ["is_gpu_array", "is_torch_tensor", "as_array", "take_rows", "apply_dense", "to_host_2d"]
+__all__ = ["is_gpu_array", "is_torch_tensor", "as_array", "take_rows", "to_host_2d"]
 
 
 def _is_cupy(obj: Any) -> bool:
@@ -79,31 +79,6 @@ def take_rows(arr, idx: np.ndarray, out=None):
 
         return arr[cupy.asarray(idx)]
     return arr[idx]
-
-
-def apply_dense(M: np.ndarray, Y, name: str = "Y"):
-    """M @ Y over the first axis of Y, for any trailing shape: (q, n) x (n, ...) -> (q, ...).
-
-    M is float64; it is cast to Y's float dtype (integers give float64) and put
-    on Y's device, and the product uses Y's own matmul.
-    """
-    q, n = M.shape
-    trailing = tuple(Y.shape[1:])
-    if is_torch_tensor(Y):
-        import torch
-
-        dtype = _float_torch_dtype(Y, name)
-        Mt = torch.from_numpy(M).to(device=Y.device, dtype=dtype)
-        Y2 = Y.detach().reshape(n, -1).to(dtype)
-        return (Mt @ Y2).reshape((q,) + trailing)
-    if _is_cupy(Y):
-        import cupy
-
-        dtype = _float_np_dtype(np.dtype(Y.dtype), name)
-        return (cupy.asarray(M, dtype=dtype) @ Y.reshape(n, -1).astype(dtype, copy=False)).reshape((q,) + trailing)
-    dtype = _float_np_dtype(Y.dtype, name)
-    Y2 = Y.reshape(n, -1).astype(dtype, copy=False)
-    return (M.astype(dtype, copy=False) @ Y2).reshape((q,) + trailing)
 
 
 def to_host_2d(Y) -> np.ndarray:

@@ -87,18 +87,8 @@ class SlotArray:
     def close(self) -> None:
         """Unmap and unlink (idempotent). Views handed out before must not be used after."""
         shm, self._shm = self._shm, None
-        if shm is None:
-            return
         self._flat = None
-        try:
-            shm.close()
-        except BufferError:
-            # a numpy view still references the buffer; the mapping goes when it is collected
-            pass
-        try:
-            shm.unlink()
-        except FileNotFoundError:
-            pass
+        _release(shm, unlink=True)
 
 
 class Attached:
@@ -117,12 +107,23 @@ class Attached:
 
     def close(self) -> None:
         shm, self._shm = self._shm, None
-        if shm is None:
-            return
         self._flat = None
+        _release(shm, unlink=False)
+
+
+def _release(shm, unlink: bool) -> None:
+    """Unmap a segment (None: already released) and, for its owner, unlink it."""
+    if shm is None:
+        return
+    try:
+        shm.close()
+    except BufferError:
+        # a numpy view still references the buffer; the mapping goes when it is collected
+        pass
+    if unlink:
         try:
-            shm.close()
-        except BufferError:
+            shm.unlink()
+        except FileNotFoundError:
             pass
 
 
