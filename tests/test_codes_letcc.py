@@ -6,6 +6,7 @@ from scipy.interpolate import make_smoothing_spline
 
 import letcc
 from letcc.codes import BACC, GapScaledLam, LeTCC
+from letcc.codes.lam_defaults import LocalGapLam, local_gaps
 from letcc.codes.simulate import as_batches, end_to_end_mse, exact_outputs
 from letcc.splines import select_lam_gcv
 from letcc.stragglers import FixedCount
@@ -137,23 +138,31 @@ def test_integer_inputs_give_float64():
     assert out.dtype == np.float64
 
 
-def test_default_lam_dec_is_gap_cubed():
+def test_default_lam_dec_is_local_gap_cubed():
+    """One lam per alpha_k: 5.6e-3 * (the answering interval around alpha_k)^3."""
     code = LeTCC(8, 24)
-    avail = np.array([0, 1, 2, 3, 8, 9, 10, 15, 20, 23])  # both end workers answer: d = 0
+    avail = np.array([0, 1, 2, 3, 8, 9, 10, 15, 20, 23])  # both end workers answer
     code.decode(np.zeros((avail.size, 2)), avail)
-    g = np.max(np.diff(code.beta[avail]))
-    assert code.last_lam_dec == pytest.approx(5.6e-4 * g**3, rel=1e-12)
+    b = code.beta[avail]
+    h = [next(hi - lo for lo, hi in zip(b, b[1:]) if lo < a <= hi) for a in code.alpha]
+    np.testing.assert_allclose(code.last_lam_dec, 5.6e-3 * np.array(h) ** 3, rtol=1e-12)
     assert code.lam_enc == 0.0
+    assert repr(letcc.codes.lam_defaults.DEFAULT_POLICY) == "LocalGapLam(c_dec=0.0056, lam_enc=0.0, end_factor=16.0)"
 
 
-def test_default_lam_dec_grows_when_an_end_worker_is_missing():
+def test_default_lam_dec_grows_near_a_missing_end():
     code = LeTCC(8, 24)
+    code.decode(np.zeros((24, 2)), np.arange(24))
+    full = code.last_lam_dec.copy()
     avail = np.arange(4, 24)  # workers 0..3 (the left end of [-1, 1]) are missing
     code.decode(np.zeros((avail.size, 2)), avail)
     b = code.beta[avail]
-    g, d = np.max(np.diff(b)), b[0] + 1.0
-    assert code.last_lam_dec == pytest.approx(5.6e-4 * max(g, 8 * d) ** 3, rel=1e-12)
-    assert code.last_lam_dec > 5.6e-4 * g**3
+    lam = code.last_lam_dec
+    # alpha_0 lies beyond the outermost answer: 16 times that distance, or the interval [-1, b_0]
+    assert code.alpha[0] < b[0]
+    assert lam[0] == pytest.approx(5.6e-3 * max(b[0] + 1.0, 16 * (b[0] - code.alpha[0])) ** 3, rel=1e-12)
+    assert lam[0] > 100 * full[0]
+    assert np.all(lam >= full) and np.array_equal(lam[4:], full[4:])  # far from the hole nothing changes
 
 
 def test_default_lam_dec_shrinks_with_n():
@@ -161,8 +170,81 @@ def test_default_lam_dec_shrinks_with_n():
     for N in (16, 64, 256):
         code = LeTCC(8, N)
         code.decode(np.zeros((N, 1)), np.arange(N))
-        lams.append(code.last_lam_dec)
+        lams.append(code.last_lam_dec.max())
     assert lams[0] > 30 * lams[1] > 900 * lams[2] > 0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_per_alpha_lams_match_scipy_row_by_row(rng, dtype):
+    """A policy giving one lam per alpha_k: row k of the estimate is scipy's
+    smoothing spline with lam_k, evaluated at alpha_k; numpy and torch alike."""
+    import torch
+
+    K, N = 7, 18
+    lams = np.array([0.0, 1e-6, 1e-4, 1e-2, 1e-4, 1e-6, 0.3])
+    code = LeTCC(K, N, lam_dec=lambda b, N_, K_: lams)
+    avail = rng.permutation(N)[:12]
+    Y = rng.standard_normal((avail.size, 3, 2)).astype(dtype)
+    got = code.decode(Y, avail)
+    assert got.shape == (K, 3, 2) and got.dtype == dtype
+    order = np.argsort(avail)
+    ref = np.stack([scipy_fit_eval(code.beta[avail[order]], Y[order], code.alpha[k:k + 1], lams[k])[0]
+                    for k in range(K)])
+    np.testing.assert_allclose(got, ref, rtol=TOL[dtype], atol=TOL[dtype])
+    np.testing.assert_array_equal(code.last_lam_dec, lams)
+    t = code.decode(torch.from_numpy(Y), torch.from_numpy(avail))
+    assert isinstance(t, torch.Tensor) and t.dtype == torch.from_numpy(Y).dtype
+    np.testing.assert_allclose(t.numpy(), got, rtol=TOL[dtype], atol=TOL[dtype])
+    plan = code.decoder_plan(avail)
+    assert isinstance(plan, letcc.splines.DenseOperator)
+    np.testing.assert_allclose(plan.matrix() @ Y[order].reshape(12, -1).astype(np.float64),
+                               ref.reshape(K, -1), rtol=1e-8, atol=1e-8)
+
+
+def test_equal_per_alpha_lams_use_the_spline_plan_and_policies_see_alpha(rng):
+    seen = []
+
+    class AtPolicy:
+        def lam_dec_at(self, b, alpha, N, K):
+            seen.append(alpha.copy())
+            return [2e-3] * K
+
+        def lam_dec(self, b, N, K):  # not called: lam_dec_at is preferred
+            raise AssertionError("lam_dec called")
+
+    alpha = np.array([-0.7, -0.1, 0.4, 0.9])
+    code = LeTCC(4, 9, lam_dec=AtPolicy(), alpha=alpha)
+    Y = rng.standard_normal((9, 2))
+    est = code.decode(Y, np.arange(9))
+    np.testing.assert_array_equal(seen[-1], alpha)
+    assert code.last_lam_dec == 2e-3 and isinstance(code.decoder_plan(np.arange(9)), letcc.SplineSmoother)
+    np.testing.assert_allclose(est, LeTCC(4, 9, lam_dec=2e-3, alpha=alpha).decode(Y, np.arange(9)), atol=1e-12)
+
+
+def test_local_gap_lam_is_monotone_in_stragglers(rng):
+    p = LocalGapLam()
+    beta, alpha = LeTCC(8, 20).beta, LeTCC(8, 20).alpha
+    for _ in range(20):
+        order = rng.permutation(20)
+        prev = None
+        for S in range(17):
+            lam = np.asarray(p.lam_dec_at(beta[np.sort(order[S:])], alpha, 20, 8))
+            assert prev is None or np.all(lam >= prev)
+            prev = lam
+    assert p.lam_dec_at(beta[[2, 9]], alpha, 20, 8) == 0.0
+    np.testing.assert_array_equal(p.lam_dec(beta, 20, 8), p.lam_dec_at(beta, alpha, 20, 8))
+    np.testing.assert_allclose(local_gaps(np.array([-0.5, 0.0, 0.5]), np.array([-0.9, -0.2, 0.2, 0.6]), 2.0),
+                               [max(0.5, 0.8), 0.5, 0.5, max(0.5, 0.2)])
+
+
+def test_bad_per_alpha_lams_raise():
+    Y = np.zeros((6, 1))
+    with pytest.raises(ValueError, match="one lam per alpha"):
+        LeTCC(5, 10, lam_dec=lambda b, N, K: [1e-3, 1e-3]).decode(Y, np.arange(6))
+    with pytest.raises(ValueError, match="policy returned"):
+        LeTCC(5, 10, lam_dec=lambda b, N, K: [1e-3, -1.0, 0.0, 0.0, 0.0]).decode(Y, np.arange(6))
+    with pytest.raises(ValueError, match="policy returned"):
+        LeTCC(5, 10, lam_dec=lambda b, N, K: np.array([1e-3, np.nan, 0.0, 0.0, 0.0])).decode(Y, np.arange(6))
 
 
 def test_gcv_per_call(rng):

@@ -9,8 +9,9 @@ import pytest
 from letcc.codes import BACC, LeTCC
 from letcc.codes.bacc import berrut_matrix
 from letcc.codes.simulate import as_batches, exact_outputs, worker_outputs
-from letcc.policy import (DEFAULT_C0, END_FACTOR, LamPolicy, _best_path, _bins, _table_lam, decode_errors,
-                          effective_gap, gap_and_end, straggler_sets)
+from letcc.nodes import chebyshev_first_kind
+from letcc.policy import (DEFAULT_C0, END_FACTOR, LOCAL_C0, LOCAL_END_FACTOR, LamPolicy, _best_path, _bins,
+                          _table_lam, decode_errors, effective_gap, gap_and_end, local_gaps, straggler_sets)
 from letcc.splines import select_lam_gcv
 from letcc.stragglers import Bernoulli, FixedCount
 
@@ -35,9 +36,23 @@ def tiny_classifier(seed=0):
 
 @pytest.fixture(scope="module")
 def calibrated():
+    """A global policy (one lam per decode: a gap table and an end term)."""
+    f = tiny_classifier()
+    X = np.random.default_rng(1).standard_normal((60, 6))
+    return f, LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=3, lam_grid=GRID, local=False)
+
+
+@pytest.fixture(scope="module")
+def calibrated_local():
+    """A local policy (one lam per alpha_k), the default kind."""
     f = tiny_classifier()
     X = np.random.default_rng(1).standard_normal((60, 6))
     return f, LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=3, lam_grid=GRID)
+
+
+def lams_of(p, nodes, N, K):
+    """p's answer as an array of K lams (a single lam repeated K times)."""
+    return np.broadcast_to(np.asarray(p.lam_dec(nodes, N, K), dtype=np.float64), (K,))
 
 
 # ---------------------------------------------------------------- phi and the default
@@ -51,8 +66,8 @@ def test_effective_gap_is_largest_gap_or_scaled_end_distance():
     assert gap_and_end(b) == pytest.approx((0.65, 0.1))
 
 
-def test_default_is_c0_phi_cubed_and_small_sets_get_zero():
-    p = LamPolicy()
+def test_global_default_is_c0_phi_cubed_and_small_sets_get_zero():
+    p = LamPolicy(local=False)
     beta = LeTCC(K, N).beta
     F = np.array([0, 1, 2, 5, 8, 11])
     assert p.lam_dec(beta[F], N, K) == pytest.approx(DEFAULT_C0 * effective_gap(beta[F], END_FACTOR) ** 3, rel=1e-14)
@@ -60,20 +75,55 @@ def test_default_is_c0_phi_cubed_and_small_sets_get_zero():
     assert p.lam_enc(K, N) == 0.0
 
 
-@pytest.mark.parametrize("which", ["default", "calibrated"])
-def test_more_stragglers_never_less_smoothing(which, calibrated, rng):
+def reference_local_gaps(b, alpha, a):
+    """phi_k written out point by point: the interval of [-1, b..., 1] holding
+    alpha_k, or a times the distance beyond the outermost node if larger."""
+    ext = sorted(set([-1.0, 1.0]) | set(b.tolist()))
+    out = []
+    for x in alpha:
+        h = next(hi - lo for lo, hi in zip(ext, ext[1:]) if lo < x <= hi or (x <= ext[0] and lo == ext[0]))
+        beyond = max(b[0] - x, x - b[-1], 0.0)
+        out.append(max(h, a * beyond))
+    return np.array(out)
+
+
+def test_local_default_is_c0_local_gap_cubed_per_alpha(rng):
+    p = LamPolicy()
+    assert p.local and p.c0 == LOCAL_C0 and p.end_factor == LOCAL_END_FACTOR
+    beta, alpha = LeTCC(K, N).beta, chebyshev_first_kind(K)
+    for _ in range(30):
+        F = np.sort(rng.choice(N, rng.integers(3, N + 1), replace=False))
+        want = LOCAL_C0 * reference_local_gaps(beta[F], alpha, LOCAL_END_FACTOR) ** 3
+        np.testing.assert_allclose(p.lam_dec(beta[F], N, K), want, rtol=1e-14)
+        np.testing.assert_allclose(local_gaps(beta[F], alpha, 3.0), reference_local_gaps(beta[F], alpha, 3.0),
+                                   rtol=1e-15)
+    # the middle of Chebyshev nodes is sparser than their ends: more smoothing there
+    lam = p.lam_dec(beta, N, K)
+    assert lam[K // 2] > 10 * lam[0] and lam[K // 2] > 10 * lam[-1]
+    assert p.lam_dec(beta[[3, 7]], N, K) == 0.0
+    assert p.is_local(K, N) and not LamPolicy(local=False).is_local(K, N)
+    # custom alpha: lam_dec_at uses the points it is given
+    a2 = np.array([-0.5, 0.0, 0.5])
+    np.testing.assert_allclose(p.lam_dec_at(beta, a2, N, 3), LOCAL_C0 * reference_local_gaps(beta, a2, 16.0) ** 3)
+    with pytest.raises(ValueError, match="read-only"):
+        p.lam_dec(beta, N, K)[0] = 1.0  # memoised answers cannot be changed by a caller
+
+
+@pytest.mark.parametrize("which", ["default", "calibrated", "global default", "global calibrated"])
+def test_more_stragglers_never_less_smoothing(which, calibrated, calibrated_local, rng):
     """Removing answering workers (one more straggler at a time, in random
-    order) never lowers lam_dec; neither does widening phi."""
-    p = LamPolicy() if which == "default" else calibrated[1]
+    order) never lowers lam_dec (at any alpha_k); neither does widening phi."""
+    p = {"default": LamPolicy(), "calibrated": calibrated_local[1], "global default": LamPolicy(local=False),
+         "global calibrated": calibrated[1]}[which]
     beta = LeTCC(K, N).beta
     for _ in range(30):
         order = rng.permutation(N)
         lams = []
         for S in range(N - 2):
             F = np.sort(order[S:])
-            lams.append(p.lam_dec(beta[F], N, K))
-        assert all(b >= a for a, b in zip(lams, lams[1:])), lams
-        assert lams[-1] > lams[0]
+            lams.append(lams_of(p, beta[F], N, K))
+        assert all(np.all(b >= a) for a, b in zip(lams, lams[1:])), lams
+        assert np.all(lams[-1] >= lams[0]) and np.any(lams[-1] > lams[0])
     gs = np.geomspace(1e-3, 5.0, 200)
     psi = [p.psi(x, K, N) for x in gs]
     assert all(b >= a for a, b in zip(psi, psi[1:]))
@@ -96,16 +146,50 @@ def test_calibrated_table_is_monotone_and_used_by_letcc(calibrated):
     Y = f(code.encode(np.random.default_rng(5).standard_normal((K, 6))))[F]
     code.decode(Y, F)
     assert code.last_lam_dec == p.lam_dec(code.beta[F], N, K)
-    # pairs without a table fall back to the default formula
-    assert p.lam_dec(LeTCC(4, 10).beta[[0, 3, 5, 9]], 10, 4) == LamPolicy().lam_dec(LeTCC(4, 10).beta[[0, 3, 5, 9]], 10, 4)
+    # pairs without a table fall back to the default formula (the local one)
+    b4 = LeTCC(4, 10).beta[[0, 3, 5, 9]]
+    np.testing.assert_array_equal(p.lam_dec(b4, 10, 4), LamPolicy().lam_dec(b4, 10, 4))
+
+
+def test_local_calibration_picks_from_its_grids_and_letcc_uses_it(calibrated_local, rng):
+    f, p = calibrated_local
+    t = p.tables[(K, N)]
+    assert t["local"] and p.is_local(K, N)
+    assert any(t["c"] == pytest.approx(c) for c in 10.0 ** np.arange(-4.0, 0.01, 0.25))
+    assert t["end_factor"] in (0.0, 4.0, 8.0, 16.0, 32.0)
+    code = p.code(K, N)
+    F = np.array([0, 2, 3, 4, 6, 7, 9, 11])
+    Y = f(code.encode(rng.standard_normal((K, 6))))[F]
+    est = code.decode(Y, F)
+    want_lam = t["c"] * reference_local_gaps(code.beta[F], code.alpha, t["end_factor"]) ** 3
+    np.testing.assert_allclose(code.last_lam_dec, want_lam, rtol=1e-14)
+    assert p.end_k(K, N) == pytest.approx(t["c"] * t["end_factor"] ** 3)
+    assert p.psi(0.3, K, N) == pytest.approx(t["c"] * 0.027)
+    # independent reference: scipy's smoothing spline per alpha_k with its own lam
+    from scipy.interpolate import make_smoothing_spline
+    for k in range(K):
+        s = make_smoothing_spline(code.beta[F], Y, lam=want_lam[k])
+        np.testing.assert_allclose(est[k], s(code.alpha[k]), rtol=1e-6, atol=1e-9)
+
+
+def test_local_calibration_is_reproducible_and_uses_the_grids_given(calibrated_local, rng):
+    f, p = calibrated_local
+    X = np.random.default_rng(1).standard_normal((60, 6))
+    assert LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=3, lam_grid=GRID).tables == p.tables
+    q = LamPolicy.calibrate(f, X, K, N, n_draws=4, seed=3, lam_grid=GRID, c_grid=[1e-3], end_factor_grid=[4.0],
+                            lam_enc_grid=[0.0, 1e-3])
+    t = q.tables[(K, N)]
+    assert (t["c"], t["end_factor"]) == (1e-3, 4.0) and t["lam_enc"] in (0.0, 1e-3)
+    rep = q.report["6,12"]
+    assert rep["local"] and rep["c_grid"] == [1e-3] and rep["end_factor_grid"] == [4.0]
 
 
 def test_calibration_is_reproducible_from_its_seed(calibrated):
     f, p = calibrated
     X = np.random.default_rng(1).standard_normal((60, 6))
-    again = LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=3, lam_grid=GRID)
+    again = LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=3, lam_grid=GRID, local=False)
     assert again.tables == p.tables
-    other = LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=4, lam_grid=GRID)
+    other = LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=4, lam_grid=GRID, local=False)
     assert other.report["6,12"]["sets"] == p.report["6,12"]["sets"]
     sets3 = straggler_sets(None, N, 8, np.random.default_rng(3))
     sets4 = straggler_sets(None, N, 8, np.random.default_rng(4))
@@ -122,12 +206,34 @@ def test_save_load_round_trip(calibrated, tmp_path, rng):
     for _ in range(50):
         F = np.sort(rng.choice(N, rng.integers(3, N + 1), replace=False))
         assert q.lam_dec(beta[F], N, K) == p.lam_dec(beta[F], N, K)
-    assert json.loads(path.read_text())["format"] == "letcc.LamPolicy/1"
+    assert json.loads(path.read_text())["format"] == "letcc.LamPolicy/2"
 
 
-def test_calibrated_policy_beats_interpolation_and_bacc_at_the_largest_S(calibrated):
+def test_local_policy_save_load_round_trip_and_format_1_loads_as_global(calibrated_local, tmp_path, rng):
+    _, p = calibrated_local
+    path = tmp_path / "local.json"
+    p.save(path)
+    q = LamPolicy.load(path)
+    assert q == p and q.tables == p.tables and q.local
+    beta = LeTCC(K, N).beta
+    for _ in range(30):
+        F = np.sort(rng.choice(N, rng.integers(3, N + 1), replace=False))
+        np.testing.assert_array_equal(q.lam_dec(beta[F], N, K), p.lam_dec(beta[F], N, K))
+    # a policy saved before local lams existed keeps meaning what it meant
+    old = {"format": "letcc.LamPolicy/1", "target": "mse", "noise": "ignore",
+           "default": {"c0": DEFAULT_C0, "end_factor": END_FACTOR, "lam_enc": 0.0},
+           "tables": [{"K": K, "N": N, "edges": [-1.0, 0.0], "lam": [1e-3], "end_k": 0.3, "lam_enc": 0.0}]}
+    o = LamPolicy.from_dict(old)
+    assert not o.local and not o.is_local(K, N)
+    F = np.array([0, 3, 5, 9, 11])
+    assert o.lam_dec(beta[F], N, K) == pytest.approx(1e-3)
+    assert o.lam_dec(LeTCC(4, 10).beta, 10, 4) == LamPolicy(local=False).lam_dec(LeTCC(4, 10).beta, 10, 4)
+
+
+@pytest.mark.parametrize("which", ["local", "global"])
+def test_calibrated_policy_beats_interpolation_and_bacc_at_the_largest_S(which, calibrated, calibrated_local):
     """On held-out inputs and fresh straggler sets, S = N / 2."""
-    f, p = calibrated
+    f, p = calibrated_local if which == "local" else calibrated
     X = np.random.default_rng(11).standard_normal((240, 6))
     batches = as_batches(X, K)
     exact = exact_outputs(f, batches)
@@ -143,15 +249,18 @@ def test_calibrated_policy_beats_interpolation_and_bacc_at_the_largest_S(calibra
     assert mse[0] < mse_bacc
 
 
-def test_relacc_target_needs_labels_and_favours_accuracy():
+@pytest.mark.parametrize("local", [False, True])
+def test_relacc_target_needs_labels_and_favours_accuracy(local):
     f = tiny_classifier(2)
     X = np.random.default_rng(6).standard_normal((60, 6))
     with pytest.raises(ValueError, match="labels"):
         LamPolicy.calibrate(f, X, K, N, target="relacc", n_draws=4)
     labels = f(X).argmax(axis=1)
     grid = [0.0, 1e-4, 1e-1, 10.0]
-    pa = LamPolicy.calibrate(f, X, K, N, target="relacc", labels=labels, n_draws=6, seed=1, lam_grid=grid)
-    pm = LamPolicy.calibrate(f, X, K, N, target="mse", n_draws=6, seed=1, lam_grid=grid)
+    # local: few enough candidates that all of them are decoded exactly (the shortlist)
+    kw = dict(local=local, lam_grid=grid, n_draws=6, seed=1, c_grid=[1e-3, 1e-2, 1e-1], end_factor_grid=[4.0, 16.0])
+    pa = LamPolicy.calibrate(f, X, K, N, target="relacc", labels=labels, **kw)
+    pm = LamPolicy.calibrate(f, X, K, N, target="mse", **kw)
     assert pa.target == "relacc" and pm.target == "mse"
     # each target is at least as good as the other on its own calibration score
     batches = as_batches(X, K)
@@ -169,7 +278,8 @@ def test_straggler_models_and_lam_enc_grid(rng):
     f = tiny_classifier()
     X = rng.standard_normal((36, 6))
     p = LamPolicy.calibrate(f, X, K, N, stragglers=[FixedCount(3, worst_case=True), Bernoulli(0.3), 1],
-                            n_draws=4, seed=0, lam_enc_grid=[0.0, 1e-3], end_k_grid=[0.0, 0.3], lam_grid=GRID)
+                            n_draws=4, seed=0, lam_enc_grid=[0.0, 1e-3], end_k_grid=[0.0, 0.3], lam_grid=GRID,
+                            local=False)
     t = p.tables[(K, N)]
     assert t["lam_enc"] in (0.0, 1e-3) and t["end_k"] in (0.0, 0.3)
     assert p.lam_enc(K, N) == t["lam_enc"]
@@ -291,8 +401,13 @@ def test_memoised_answers_equal_fresh_ones(calibrated, rng, monkeypatch):
     for _ in range(40):
         F = np.sort(rng.choice(N, rng.integers(1, N + 1), replace=False))
         first = q.lam_dec(beta[F], N, K)
-        assert first == q.lam_dec(beta[F], N, K) == q._lam_dec(beta[F], N, K)
+        assert first == q.lam_dec(beta[F], N, K) == q._lam_dec_at(beta[F], chebyshev_first_kind(K), N, K)
         assert len(q._memo) <= 5
+    d = LamPolicy()
+    for _ in range(40):
+        F = np.sort(rng.choice(N, rng.integers(3, N + 1), replace=False))
+        a = chebyshev_first_kind(K) * rng.uniform(0.5, 1.0)
+        np.testing.assert_array_equal(d.lam_dec_at(beta[F], a, N, K), d._lam_dec_at(beta[F], a, N, K))
 
 
 # ---------------------------------------------------------------- bad input
@@ -330,6 +445,22 @@ def test_bad_arguments_raise_clear_errors():
         LamPolicy.calibrate(f, X[:3], K, N)
     with pytest.raises(TypeError, match="into"):
         LamPolicy.calibrate(f, X, K, N, into={"tables": []})
+    with pytest.raises(TypeError, match="local"):
+        LamPolicy(local="yes")
+    with pytest.raises(TypeError, match="local"):
+        LamPolicy.calibrate(f, X, K, N, local=1)
+    with pytest.raises(ValueError, match="'c' and 'end_factor'"):
+        LamPolicy({(K, N): {"local": True, "c": 1e-3}})
+    with pytest.raises(ValueError, match="end_factor"):
+        LamPolicy({(K, N): {"local": True, "c": 1e-3, "end_factor": -2.0}})
+    with pytest.raises(ValueError, match="'local' must be"):
+        LamPolicy({(K, N): {"local": "yes", "c": 1e-3, "end_factor": 2.0}})
+    with pytest.raises(ValueError, match="c_grid"):
+        LamPolicy.calibrate(f, X, K, N, c_grid=[])
+    with pytest.raises(ValueError, match="c_grid\\[0\\]"):
+        LamPolicy.calibrate(f, X, K, N, c_grid=[-1.0])
+    with pytest.raises(ValueError, match="two lams > 0"):
+        LamPolicy.calibrate(f, X, K, N, lam_grid=[0.0, 1e-3])
 
 
 def test_library_default_is_the_uncalibrated_lam_policy():
@@ -344,5 +475,8 @@ def test_library_default_is_the_uncalibrated_lam_policy():
         for S in range(0, N - 2):
             avail = np.sort(rng.choice(N, N - S, replace=False))
             b = beta[avail]
-            assert DEFAULT_POLICY.lam_dec(b, N, 8) == pytest.approx(policy.lam_dec(b, N, 8), rel=1e-12, abs=0)
+            np.testing.assert_allclose(DEFAULT_POLICY.lam_dec(b, N, 8), policy.lam_dec(b, N, 8), rtol=1e-12, atol=0)
+            alpha = chebyshev_first_kind(8)
+            np.testing.assert_allclose(DEFAULT_POLICY.lam_dec_at(b, alpha, N, 8), policy.lam_dec_at(b, alpha, N, 8),
+                                       rtol=1e-12, atol=0)
     assert DEFAULT_POLICY.lam_enc(8, 16) == policy.lam_enc(8, 16)

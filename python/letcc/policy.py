@@ -63,6 +63,7 @@ in the data term, no 1/n), on nodes in [-1, 1].
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import math
 import numbers
@@ -73,15 +74,18 @@ from typing import Callable, Sequence
 import numpy as np
 
 from letcc.codes import LeTCC
+from letcc.codes.lam_defaults import local_gaps
+from letcc.codes.letcc_code import spline_decoder_matrix
 from letcc.codes.simulate import as_batches, exact_outputs, worker_outputs
-from letcc.splines import SplineSmoother
+from letcc.nodes import chebyshev_first_kind
 from letcc.splines._validation import as_lam
 from letcc.stragglers import FixedCount, StragglerModel
 
-__all__ = ["LamPolicy", "gap_and_end", "effective_gap", "DEFAULT_C0", "END_FACTOR", "DEFAULT_LAM_GRID",
-           "decode_errors", "straggler_sets"]
+__all__ = ["LamPolicy", "gap_and_end", "effective_gap", "local_gaps", "DEFAULT_C0", "END_FACTOR",
+           "LOCAL_C0", "LOCAL_END_FACTOR", "DEFAULT_LAM_GRID", "decode_errors", "straggler_sets"]
 
-FORMAT = "letcc.LamPolicy/1"
+FORMAT = "letcc.LamPolicy/2"
+OLD_FORMATS = ("letcc.LamPolicy/1",)  # one lam per decode only (local = False)
 TARGETS = ("mse", "relacc")
 NOISE_MODES = ("ignore", "gcv")
 
@@ -92,6 +96,17 @@ NOISE_MODES = ("ignore", "gcv")
 # alone picked c0 = 5.6e-4 (LeNet-5: 5.6e-4 and 1e-3 tie) and a = 8.
 DEFAULT_C0 = 5.6e-4
 END_FACTOR = 8.0
+# The local default lam_k = LOCAL_C0 * max(h_k, LOCAL_END_FACTOR * x_k)^3 (one lam
+# per alpha_k, letcc.codes.lam_defaults.local_gaps): the best pair of a grid
+# scored the same way (lambda.md, "Fitting the uncalibrated default").
+LOCAL_C0 = 5.6e-3
+LOCAL_END_FACTOR = 16.0
+# Calibration candidates for the local formula: c in quarter decades, a in
+# octaves (measured optima: c 3e-3 .. 1e-2, a 8 .. 32).
+LOCAL_C_GRID = 10.0 ** np.arange(-4.0, 0.01, 0.25)
+LOCAL_END_GRID = (0.0, 4.0, 8.0, 16.0, 32.0)
+# How many of the candidates ranked by interpolated errors are decoded exactly.
+LOCAL_SHORTLIST = 6
 
 # Candidate lam_dec for calibration: 0 (interpolation) and 1e-10 .. 1e1 in
 # quarter decades. Measured optima on trained classifiers lie in 1e-7 .. 1e-1.
@@ -160,21 +175,28 @@ def effective_gap(beta_available, end_factor: float = END_FACTOR) -> float:
 # ---------------------------------------------------------------- the policy
 
 class LamPolicy:
-    """lam_dec = max(psi(g), k_end d^3) (see the module docstring) and a fixed lam_enc.
+    """lam_dec from the answering nodes (see the module docstring) and a fixed lam_enc.
 
     Parameters
     ----------
     tables : dict, optional
-        {(K, N): table} with table = {"edges": [e_0 < ... < e_n] (log10 g bin
-        edges), "lam": [l_1 <= ... <= l_n] (psi per bin), "end_k": k_end,
-        "lam_enc": float}, calibrated for (K, N). Inside bin i psi = l_i; below
-        e_0 and above e_n psi scales like g^3 from the nearest edge. (K, N)
-        pairs without a table use the default formula. Normally made by
-        `calibrate` or `load`.
-    c0 : float
-        The uncalibrated psi(g) = c0 g^3.
-    end_factor : float
-        a in the uncalibrated k_end = c0 a^3 (lam = c0 max(g, a d)^3).
+        {(K, N): table}, calibrated for (K, N); (K, N) pairs without a table
+        use the default formula. Normally made by `calibrate` or `load`. Two
+        kinds:
+
+        - local (``{"local": True, "c": c, "end_factor": a, "lam_enc": float}``):
+          one lam per alpha_k, lam_k = c * max(h_k, a x_k)^3 (local_gaps);
+        - global (``{"edges": [e_0 < ... < e_n] (log10 g bin edges),
+          "lam": [l_1 <= ... <= l_n] (psi per bin), "end_k": k_end,
+          "lam_enc": float}``): one lam per decode, max(psi(g), k_end d^3);
+          inside bin i psi = l_i, below e_0 and above e_n psi scales like g^3
+          from the nearest edge.
+    local : bool, default True
+        The uncalibrated formula: local (lam_k = c0 max(h_k, a x_k)^3 per
+        alpha_k) or global (lam = c0 max(g, a d)^3 for the whole decode).
+    c0, end_factor : float, optional
+        The uncalibrated formula's constants (default LOCAL_C0 and
+        LOCAL_END_FACTOR when local, DEFAULT_C0 and END_FACTOR when not).
     lam_enc : float
         Encoder lam for (K, N) pairs without a table (default 0: every encoder
         smoothing tried moved the coded inputs off the inputs and cost MSE).
@@ -185,14 +207,22 @@ class LamPolicy:
     report : dict
         Calibration record (scores, timings); saved with the policy.
 
-    lam_dec remembers its answer per answering set (a dict lookup on later
-    calls), so treat a policy's tables as read-only once it is in use.
+    LeTCC calls ``lam_dec_at(beta_available, alpha, N, K)`` (a float, or a
+    read-only (K,) array of lams, one per alpha_k); ``lam_dec(beta_available,
+    N, K)`` answers the same for Chebyshev points of the first kind as alpha.
+    Answers are remembered per answering set (a dict lookup on later calls),
+    so treat a policy's tables as read-only once it is in use.
     """
 
-    def __init__(self, tables=None, *, c0: float = DEFAULT_C0, end_factor: float = END_FACTOR,
-                 lam_enc: float = 0.0, noise: str = "ignore", target: str = "mse", report: dict | None = None):
-        self.c0 = _real(c0, "c0")
-        self.end_factor = _real(end_factor, "end_factor")
+    def __init__(self, tables=None, *, local: bool = True, c0: float | None = None,
+                 end_factor: float | None = None, lam_enc: float = 0.0, noise: str = "ignore",
+                 target: str = "mse", report: dict | None = None):
+        if not isinstance(local, (bool, np.bool_)):
+            raise TypeError(f"local must be True or False, got {local!r}")
+        self.local = bool(local)
+        self.c0 = _real((LOCAL_C0 if self.local else DEFAULT_C0) if c0 is None else c0, "c0")
+        self.end_factor = _real((LOCAL_END_FACTOR if self.local else END_FACTOR) if end_factor is None
+                                else end_factor, "end_factor")
         self._lam_enc = as_lam(lam_enc)
         self.noise = _choice(noise, NOISE_MODES, "noise")
         self.target = _choice(target, TARGETS, "target")
@@ -206,43 +236,70 @@ class LamPolicy:
 
     # -- the protocol LeTCC calls --------------------------------------------
 
-    def lam_dec(self, beta_available: np.ndarray, N: int, K: int) -> float | None:
+    def lam_dec_at(self, beta_available: np.ndarray, alpha: np.ndarray, N: int, K: int):
         """lam for the decoder of the workers at nodes ``beta_available``
-        (ascending float64), or None (GCV) when noise='gcv'."""
+        (ascending float64) evaluated at ``alpha``: a float (one lam), a
+        read-only (K,) array (one lam per alpha_k), or None (GCV) when
+        noise='gcv'."""
         if self.noise == "gcv":
             return None
-        key = (K, N, beta_available.tobytes())
+        key = (K, N, beta_available.tobytes(), alpha.tobytes())
         lam = self._memo.get(key)
         if lam is None:
-            lam = self._lam_dec(beta_available, N, K)
+            lam = self._lam_dec_at(beta_available, alpha, N, K)
+            if isinstance(lam, np.ndarray):
+                lam.flags.writeable = False  # handed out again from the memo
             if len(self._memo) >= MEMO_SIZE:
                 self._memo.clear()
             self._memo[key] = lam
         return lam
 
-    def _lam_dec(self, beta_available: np.ndarray, N: int, K: int) -> float:
+    def lam_dec(self, beta_available: np.ndarray, N: int, K: int):
+        """lam_dec_at with alpha = Chebyshev points of the first kind (the
+        codes' default alpha)."""
+        return self.lam_dec_at(beta_available, _default_alpha(K), N, K)
+
+    def _lam_dec_at(self, beta_available: np.ndarray, alpha: np.ndarray, N: int, K: int):
         if beta_available.shape[0] < 3:
             return 0.0  # one node: a constant, two: a line; lam changes nothing
-        g, d = gap_and_end(beta_available)
         t = self.tables.get((K, N))
         if t is None:
+            if self.local:
+                phi = local_gaps(beta_available, alpha, self.end_factor)
+                return self.c0 * phi * phi * phi
+            g, d = gap_and_end(beta_available)
             phi = max(g, self.end_factor * d)
             return self.c0 * phi * phi * phi
+        if t["local"]:
+            phi = local_gaps(beta_available, alpha, t["end_factor"])
+            return t["c"] * phi * phi * phi
+        g, d = gap_and_end(beta_available)
         return max(_table_lam(t, g), t["end_k"] * d * d * d)
 
     def lam_enc(self, K: int, N: int) -> float:
         t = self.tables.get((K, N))
         return self._lam_enc if t is None else t["lam_enc"]
 
-    def psi(self, g: float, K: int, N: int) -> float:
-        """The interior-gap term psi(g) for (K, N)."""
+    def is_local(self, K: int, N: int) -> bool:
+        """Whether (K, N) gets one lam per alpha_k (else one per decode)."""
         t = self.tables.get((K, N))
-        return self.c0 * g ** 3 if t is None else _table_lam(t, float(g))
+        return self.local if t is None else t["local"]
+
+    def psi(self, g: float, K: int, N: int) -> float:
+        """The lam for an interval (local) or largest gap (global) of width g
+        with no end term: c0 g^3, c g^3, or the calibrated table's psi(g)."""
+        t = self.tables.get((K, N))
+        if t is None:
+            return self.c0 * g ** 3
+        return t["c"] * g ** 3 if t["local"] else _table_lam(t, float(g))
 
     def end_k(self, K: int, N: int) -> float:
-        """k_end in the end term k_end * d^3 for (K, N)."""
+        """k in the end term k * d^3 (global: d the end distance; local: d the
+        distance of alpha_k beyond the outermost answering node)."""
         t = self.tables.get((K, N))
-        return self.c0 * self.end_factor ** 3 if t is None else t["end_k"]
+        if t is None:
+            return self.c0 * self.end_factor ** 3
+        return t["c"] * t["end_factor"] ** 3 if t["local"] else t["end_k"]
 
     def code(self, K: int, N: int, **kwargs) -> LeTCC:
         """A LeTCC(K, N) that uses this policy for both lams."""
@@ -251,27 +308,31 @@ class LamPolicy:
     # -- persistence ---------------------------------------------------------
 
     def to_dict(self) -> dict:
+        tables = []
+        for (K, N), t in sorted(self.tables.items()):
+            keys = ("local", "c", "end_factor", "lam_enc") if t["local"] else ("local", "edges", "lam", "end_k", "lam_enc")
+            tables.append({"K": K, "N": N, **{k: t[k] for k in keys}})
         return {
             "format": FORMAT,
             "target": self.target,
             "noise": self.noise,
-            "default": {"c0": self.c0, "end_factor": self.end_factor, "lam_enc": self._lam_enc},
-            "tables": [{"K": K, "N": N, **{k: t[k] for k in ("edges", "lam", "end_k", "lam_enc")}}
-                       for (K, N), t in sorted(self.tables.items())],
+            "default": {"local": self.local, "c0": self.c0, "end_factor": self.end_factor, "lam_enc": self._lam_enc},
+            "tables": tables,
             "report": self.report,
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> "LamPolicy":
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
-            got = d.get("format") if isinstance(d, dict) else type(d).__name__
-            raise ValueError(f"not a saved LamPolicy: expected format {FORMAT!r}, got {got!r}")
+        fmt = d.get("format") if isinstance(d, dict) else type(d).__name__
+        if fmt != FORMAT and fmt not in OLD_FORMATS:
+            raise ValueError(f"not a saved LamPolicy: expected format {FORMAT!r}, got {fmt!r}")
         dflt = d.get("default", {})
         try:
             tables = {(t["K"], t["N"]): t for t in d.get("tables", [])}
         except (TypeError, KeyError):
             raise ValueError(f"saved LamPolicy tables must each have K and N, got {d.get('tables')!r}") from None
-        return cls(tables, c0=dflt.get("c0", DEFAULT_C0), end_factor=dflt.get("end_factor", END_FACTOR),
+        local = bool(dflt.get("local", False))  # format /1 had only the global formula
+        return cls(tables, local=local, c0=dflt.get("c0"), end_factor=dflt.get("end_factor"),
                    lam_enc=dflt.get("lam_enc", 0.0), noise=d.get("noise", "ignore"),
                    target=d.get("target", "mse"), report=d.get("report", {}))
 
@@ -289,7 +350,9 @@ class LamPolicy:
 
     def __repr__(self) -> str:
         cal = ", ".join(f"(K={K}, N={N})" for K, N in sorted(self.tables)) or "nothing"
-        return (f"LamPolicy(calibrated for {cal}; default lam = {self.c0:g} * max(g, {self.end_factor:g} d)^3; "
+        form = (f"c0 * max(h_k, {self.end_factor:g} x_k)^3 per alpha_k" if self.local
+                else f"c0 * max(g, {self.end_factor:g} d)^3")
+        return (f"LamPolicy(calibrated for {cal}; default lam = {form}, c0 = {self.c0:g}; "
                 f"target={self.target!r}, noise={self.noise!r})")
 
     # -- calibration ---------------------------------------------------------
@@ -298,8 +361,14 @@ class LamPolicy:
     def calibrate(cls, f: Callable, X_calib, K: int, N: int, *, target: str = "mse", labels=None,
                   stragglers=None, n_draws: int = 16, seed=0, lam_grid=None, lam_enc_grid=(0.0,),
                   end_k_grid=None, noise_sigma: float = 0.0, into: "LamPolicy | None" = None,
-                  alpha=None, beta=None) -> "LamPolicy":
-        """Calibrate psi, k_end (and lam_enc) for (K, N) on a calibration batch.
+                  alpha=None, beta=None, local: bool = True, c_grid=None,
+                  end_factor_grid=None) -> "LamPolicy":
+        """Calibrate the lam_dec rule (and lam_enc) for (K, N) on a calibration batch.
+
+        local=True (default): lam_k = c * max(h_k, a x_k)^3 per alpha_k, with
+        (c, a, lam_enc) the best of c_grid x end_factor_grid x lam_enc_grid.
+        local=False: one lam per decode, max(psi(g), k_end d^3), psi a
+        monotone table over g bins, k_end from end_k_grid.
 
         Parameters
         ----------
@@ -324,7 +393,12 @@ class LamPolicy:
         lam_enc_grid : encoder lams to try; each costs one pass of f over the
             coded calibration batch. Default (0.0,).
         end_k_grid : candidate k_end (default END_K_GRID: 0 and the default's
-            c0 * 8^3 times 10^-1.5 .. 10^1 by half decades).
+            c0 * 8^3 times 10^-1.5 .. 10^1 by half decades); local=False only.
+        c_grid, end_factor_grid : candidate c and a of the local rule (default
+            LOCAL_C_GRID: 1e-4 .. 1 by quarter decades; LOCAL_END_GRID:
+            0, 4, 8, 16, 32); local=True only. Each candidate is scored from
+            the errors on lam_grid, interpolated in log lam per output point
+            (the error of one alpha_k's estimate depends on its own lam only).
         noise_sigma : standard deviation of Gaussian noise to add to the worker
             outputs, when the workers are known to be that noisy.
         into : add this (K, N) table to a copy of an existing policy (one
@@ -342,6 +416,14 @@ class LamPolicy:
             raise ValueError("lam_grid, lam_enc_grid and end_k_grid must not be empty")
         if np.any(np.diff(grid) <= 0):
             raise ValueError("lam_grid must be strictly increasing")
+        if not isinstance(local, (bool, np.bool_)):
+            raise TypeError(f"local must be True or False, got {local!r}")
+        c_cands = _lams(LOCAL_C_GRID if c_grid is None else c_grid, "c_grid")
+        a_cands = _lams(LOCAL_END_GRID if end_factor_grid is None else end_factor_grid, "end_factor_grid")
+        if local and (not c_cands or not a_cands):
+            raise ValueError("c_grid and end_factor_grid must not be empty")
+        if local and np.count_nonzero(grid) < 2:
+            raise ValueError("local calibration interpolates on lam_grid: it needs at least two lams > 0")
         noise_sigma = _real(noise_sigma, "noise_sigma")
         if into is not None and not isinstance(into, LamPolicy):
             raise TypeError(f"into must be a LamPolicy, got {type(into).__name__}")
@@ -367,9 +449,12 @@ class LamPolicy:
             t1 = time.perf_counter()
             outputs = worker_outputs(code, f, batches)
             forward += time.perf_counter() - t1
-            runs.append((le, code, outputs, decode_errors(code.beta, code.alpha, outputs, exact, sets,
-                                                          lambda nodes: grid, labels=lab,
-                                                          noise_sigma=noise_sigma, noise_seed=noise_seed)))
+            err = decode_errors(code.beta, code.alpha, outputs, exact, sets, lambda nodes: grid, labels=lab,
+                                noise_sigma=noise_sigma, noise_seed=noise_seed, per_row=local)
+            if local:  # per-set errors too, for the references
+                err = {"rows": err, "mse": err["mse"].mean(axis=2),
+                       "acc": None if lab is None else err["acc"].mean(axis=2)}
+            runs.append((le, code, outputs, err))
         # The reference MSE of a straggler count is the best over every lam_enc
         # and lam on the grid: one yardstick for all candidates, so that an
         # encoder that loses everywhere cannot look good relative to itself.
@@ -381,7 +466,10 @@ class LamPolicy:
                 ref[m] = max(min(r[3]["mse"][m].mean(axis=0).min() for r in runs), 1e-300)
         base = {"mse": np.array([min(r[3]["mse"].min() for r in runs)])}
         best = None
-        for le, code, outputs, err in runs:
+        if local:
+            best = _best_local(runs, sets, grid, c_cands, a_cands, target, ref, base,
+                               exact, lab, noise_sigma, noise_seed)
+        for le, code, outputs, err in ([] if local else runs):
             cost = _cost(err, target, ref, base)
             gd = np.array([gap_and_end(code.beta[F]) for F in sets])
             edges, members, scale = _bins(gd[:, 0])
@@ -410,13 +498,17 @@ class LamPolicy:
                 if best is None or total < best["total"] - 1e-9 * abs(total):
                     best = {"total": total, "lam_enc": le, "end_k": k, "edges": edges,
                             "lam": [float(grid[j]) for j in path]}
-        table = {"edges": best["edges"], "lam": best["lam"], "end_k": best["end_k"], "lam_enc": best["lam_enc"]}
+        if local:
+            table = {"local": True, "c": best["c"], "end_factor": best["end_factor"], "lam_enc": best["lam_enc"]}
+        else:
+            table = {"edges": best["edges"], "lam": best["lam"], "end_k": best["end_k"], "lam_enc": best["lam_enc"]}
         seconds = time.perf_counter() - t0
         report = {
             "K": K, "N": N, "target": target, "seed": seed if isinstance(seed, int) else None,
             "rounds": int(batches.shape[0]), "sets": len(sets), "draws_per_count": n_draws,
             "counts": sorted(int(S) for S in by_count), "noise_sigma": noise_sigma,
-            "lam_enc_grid": enc_grid, "end_k_grid": end_grid, "lam_grid_size": int(grid.size),
+            "local": bool(local), "lam_enc_grid": enc_grid, "lam_grid_size": int(grid.size),
+            **({"c_grid": c_cands, "end_factor_grid": a_cands} if local else {"end_k_grid": end_grid}),
             "seconds": round(seconds, 3), "forward_seconds": round(forward, 3),
         }
         policy = cls.from_dict(into.to_dict() if into is not None else cls(target=target).to_dict())
@@ -425,6 +517,50 @@ class LamPolicy:
         policy.target = target
         policy.report[f"{K},{N}"] = report
         return policy
+
+
+def _best_local(runs, sets, grid, c_cands, a_cands, target, ref, base, exact, lab, noise_sigma,
+                noise_seed) -> dict:
+    """The (lam_enc, a, c) of the local rule with the lowest summed cost over
+    the calibration sets. Each output point's error depends only on its own
+    lam, so a candidate's error is first read off the per-row errors on the
+    lam grid (linear in log lam between grid points, clamped at the grid's
+    ends); the LOCAL_SHORTLIST best are then decoded with their exact lams and
+    the best of those wins."""
+    scored = []
+    pos = grid > 0
+    lg = np.log10(grid[pos])
+    best = None
+    for le, code, outputs, err in runs:
+        rows_mse = err["rows"]["mse"][:, pos, :]  # (n, L+, K)
+        rows_acc = None if err["rows"]["acc"] is None else err["rows"]["acc"][:, pos, :]
+        n, _, Kr = rows_mse.shape
+        for a in a_cands:
+            phi = np.array([local_gaps(code.beta[F], code.alpha, a) if F.size >= 3 else np.zeros(Kr)
+                            for F in sets])
+            for c in c_cands:
+                lam = c * phi ** 3
+                x = np.log10(np.maximum(lam, grid[pos][0]))
+                j = np.clip(np.searchsorted(lg, x) - 1, 0, lg.size - 2) if lg.size > 1 else np.zeros_like(x, int)
+                t = np.clip((x - lg[j]) / (lg[j + 1] - lg[j]), 0.0, 1.0)
+                si, ki = np.arange(n)[:, None], np.arange(Kr)[None, :]
+
+                def at(E):
+                    return (1 - t) * E[si, j, ki] + t * E[si, j + 1, ki]
+                e = {"mse": at(rows_mse).mean(axis=1)[:, None],
+                     "acc": None if rows_acc is None else at(rows_acc).mean(axis=1)[:, None]}
+                scored.append((float(_cost(e, target, ref, base).sum()), len(scored), le, float(c), float(a)))
+    by_lam_enc = {r[0]: r for r in runs}
+    best = None
+    for _, _, le, c, a in sorted(scored)[:LOCAL_SHORTLIST]:
+        _, code, outputs, _ = by_lam_enc[le]
+        e = decode_errors(code.beta, code.alpha, outputs, exact, sets,
+                          lambda nodes: [c * local_gaps(nodes, code.alpha, a) ** 3 if nodes.size >= 3 else 0.0],
+                          labels=lab, noise_sigma=noise_sigma, noise_seed=noise_seed)
+        total = float(_cost(e, target, ref, base).sum())
+        if best is None or total < best["total"] - 1e-9 * abs(total):
+            best = {"total": total, "lam_enc": le, "c": c, "end_factor": a}
+    return best
 
 
 def _cost(err: dict, target: str, ref, base: dict) -> np.ndarray:
@@ -447,6 +583,18 @@ def _key(key) -> tuple[int, int]:
 
 
 def _checked_table(key, table) -> dict:
+    if not isinstance(table, dict):
+        raise ValueError(f"table {key!r} must be a dict, got {table!r}")
+    local = table.get("local", False)
+    if not isinstance(local, (bool, np.bool_)):
+        raise ValueError(f"table {key!r}: 'local' must be true or false, got {local!r}")
+    if local:
+        try:
+            c, a = table["c"], table["end_factor"]
+        except KeyError:
+            raise ValueError(f"local table {key!r} must have 'c' and 'end_factor', got {table!r}") from None
+        return {"local": True, "c": _real(c, f"table {key!r} c"),
+                "end_factor": _real(a, f"table {key!r} end_factor"), "lam_enc": as_lam(table.get("lam_enc", 0.0))}
     try:
         edges = [float(e) for e in table["edges"]]
         lam = _lams(table["lam"], f"table {key!r} lam")
@@ -458,8 +606,15 @@ def _checked_table(key, table) -> dict:
         raise ValueError(f"table {key!r}: 'edges' must be finite and strictly increasing, got {edges}")
     if any(b < a for a, b in zip(lam, lam[1:])):
         raise ValueError(f"table {key!r}: 'lam' must be non-decreasing (larger gaps, more smoothing), got {lam}")
-    return {"edges": edges, "lam": lam, "end_k": _real(table.get("end_k", DEFAULT_C0 * END_FACTOR ** 3), "end_k"),
+    return {"local": False, "edges": edges, "lam": lam, "end_k": _real(table.get("end_k", DEFAULT_C0 * END_FACTOR ** 3), "end_k"),
             "lam_enc": as_lam(table.get("lam_enc", 0.0))}
+
+
+@functools.lru_cache(maxsize=64)
+def _default_alpha(K: int) -> np.ndarray:
+    a = chebyshev_first_kind(K)
+    a.flags.writeable = False
+    return a
 
 
 def _table_lam(t: dict, g: float) -> float:
@@ -600,13 +755,14 @@ def decode_errors(beta: np.ndarray, alpha: np.ndarray, outputs: np.ndarray, exac
                   sets: Sequence[np.ndarray], lams: Callable[[np.ndarray], Sequence[float]] | Sequence,
                   labels: np.ndarray | None = None, noise_sigma: float = 0.0, noise_seed: int = 0,
                   operator: Callable[[np.ndarray, float], np.ndarray] | None = None,
-                  set_ids: Sequence[int] | None = None) -> dict:
+                  set_ids: Sequence[int] | None = None, per_row: bool = False) -> dict:
     """Errors of the spline decoder on every answering set, for several lam each.
 
     outputs (B, N, ...): worker outputs of B rounds; exact (B, K, ...): f on
     the inputs; sets: sorted answering-index arrays; ``lams(nodes)`` -> the lam
     values to score for a set with these (ascending) nodes (or a sequence
-    holding each set's lam values). All B rounds are
+    holding each set's lam values); a value may be a float or a (K,) array
+    (one lam per alpha_k, as LeTCC applies it). All B rounds are
     decoded at once with one (K, |F|) operator per set and lam (the same linear
     map LeTCC.decode applies); ``operator(nodes, lam)`` replaces it with any
     other (K, |F|) matrix (e.g. BACC's). Noise: Gaussian, seeded by
@@ -615,7 +771,8 @@ def decode_errors(beta: np.ndarray, alpha: np.ndarray, outputs: np.ndarray, exac
 
     Returns {"mse": (n_sets, L), "acc": (n_sets, L) or None}: the mean over
     rounds and the K inputs of the squared norm of the error, and the fraction
-    of decoded argmaxes equal to labels (B, K).
+    of decoded argmaxes equal to labels (B, K). per_row=True keeps the K
+    inputs apart: (n_sets, L, K) each (means over rounds only).
     """
     B = outputs.shape[0]
     Y = outputs.reshape(B, outputs.shape[1], -1)
@@ -629,10 +786,14 @@ def decode_errors(beta: np.ndarray, alpha: np.ndarray, outputs: np.ndarray, exac
             YF = YF + noise_sigma * np.random.default_rng([noise_seed, sid]).standard_normal(YF.shape)
         lam_values = lams(nodes) if callable(lams) else lams[j]
         A = np.stack([operator(nodes, lam) if operator is not None
-                      else SplineSmoother(nodes, alpha, lam=float(lam)).matrix() for lam in lam_values])
+                      else spline_decoder_matrix(nodes, alpha, lam) for lam in lam_values])
         est = np.matmul(A[:, None], YF[None])  # (L, B, K, m): every lam, every round
-        d = (est - E).reshape(A.shape[0], -1)
-        mse_rows.append(np.einsum("lx,lx->l", d, d) / (B * E.shape[1]))
+        d = est - E
+        if per_row:
+            mse_rows.append(np.einsum("lbkc,lbkc->lk", d, d) / B)
+        else:
+            d = d.reshape(A.shape[0], -1)
+            mse_rows.append(np.einsum("lx,lx->l", d, d) / (B * E.shape[1]))
         if labels is not None:
-            acc_rows.append(np.mean(est.argmax(-1) == labels, axis=(1, 2)))
+            acc_rows.append(np.mean(est.argmax(-1) == labels, axis=1 if per_row else (1, 2)))
     return {"mse": np.array(mse_rows), "acc": np.array(acc_rows) if labels is not None else None}

@@ -4,7 +4,10 @@ Encoding fits one smoothing spline per input coordinate through (alpha_k, x_k)
 and evaluates it at the worker nodes beta; decoding fits one per output
 coordinate through (beta_v, y_v) for the workers v that answered and evaluates
 it at alpha. Both are letcc.SplineSmoother plans: the encoder's is built once,
-the decoders' are cached per (available set, lam).
+the decoders' are cached per (available set, lam). A lam policy may give one
+lam per alpha_k (the default does); the decoder is then the (K, |F|) matrix
+whose row k is the row of the spline smoother with lam_k, applied as a
+letcc.DenseOperator and cached the same way.
 """
 from __future__ import annotations
 
@@ -15,10 +18,24 @@ from letcc.codes._base import Code, as_count
 from letcc.codes._plan_cache import PlanCache
 from letcc.codes.lam_defaults import resolve_lam_dec, resolve_lam_enc
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
-from letcc.splines import SplineSmoother, select_lam_gcv
+from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv
 from letcc.splines._validation import as_lam
 
-__all__ = ["LeTCC"]
+__all__ = ["LeTCC", "spline_decoder_matrix"]
+
+
+def spline_decoder_matrix(nodes: np.ndarray, points: np.ndarray, lam) -> np.ndarray:
+    """The (len(points), len(nodes)) float64 operator of the spline decoder on
+    ascending `nodes`, evaluated at `points`: one lam for all rows, or one per
+    point (row k: the smoothing spline with lam[k], evaluated at points[k])."""
+    lam_arr = np.asarray(lam, dtype=np.float64)
+    if lam_arr.ndim == 0:
+        return SplineSmoother(nodes, points, lam=float(lam_arr)).matrix()
+    M = np.empty((points.shape[0], nodes.shape[0]))
+    for value in np.unique(lam_arr):
+        rows = lam_arr == value
+        M[rows] = SplineSmoother(nodes, points[rows], lam=float(value)).matrix()
+    return M
 
 
 class LeTCC(Code):
@@ -33,7 +50,7 @@ class LeTCC(Code):
         plain sum in the data term; the paper's lam is this divided by K).
         0 makes the coded inputs pass exactly through the inputs. 'auto' uses
         ``lam_dec``'s ``.lam_enc(K, N)`` when lam_dec is a policy that has one,
-        else the default policy (letcc.codes.GapScaledLam). A callable is
+        else the default policy (letcc.codes.LocalGapLam). A callable is
         called as ``fn(K, N)``; an object with ``.lam_enc(K, N)`` is asked once.
     lam_dec : float, None, 'auto', 'gcv', callable or policy, default 'auto'
         Decoder smoothing parameter (same meaning; the paper's is this divided
@@ -43,15 +60,20 @@ class LeTCC(Code):
         - None or 'gcv': chosen per decode by generalised cross-validation on
           the outputs (letcc.select_lam_gcv); right for noisy workers, costs
           about 70 extra passes over the outputs per decode, not cached;
-        - 'auto': the default policy, lam = c * (largest gap between the
-          answering nodes)^3, which shrinks as N grows and grows with the
-          holes stragglers leave (see letcc.codes.lam_defaults);
+        - 'auto': the default policy (letcc.codes.LocalGapLam), one lam per
+          alpha_k: lam_k = c * h_k^3 with h_k the interval of answering nodes
+          around alpha_k (its distance beyond the outermost answer, scaled,
+          when larger), which shrinks as N grows and grows with the holes
+          stragglers leave (see letcc.codes.lam_defaults);
         - a lam policy: any object with ``.lam_dec(beta_available, N, K)``
-          (and optionally ``.lam_enc(K, N)``), or a callable
+          or ``.lam_dec_at(beta_available, alpha, N, K)`` (preferred when
+          present; and optionally ``.lam_enc(K, N)``), or a callable
           ``fn(beta_available, N, K)``. ``beta_available`` is the ascending
           float64 array of the answering workers' nodes. It returns a lam >= 0,
-          or None for "GCV on this call". It is called on every decode (keep it
-          cheap); plans are cached by (available set, returned lam).
+          a (K,) sequence of lams (one per alpha_k: the estimate of f(x_k)
+          comes from the spline smoothed with lam_k), or None for "GCV on this
+          call". It is called on every decode (keep it cheap); plans are
+          cached by (available set, returned lam(s)).
     alpha, beta : array_like, optional
         Strictly increasing nodes in [-1, 1] for the inputs (K) and the workers
         (N); default Chebyshev points of the first / second kind.
@@ -59,7 +81,8 @@ class LeTCC(Code):
         How many decoder plans to keep (least recently used dropped first).
 
     Attributes ``lam_enc`` (the float in use), ``lam_dec`` (as given) and
-    ``last_lam_dec`` (the lam the latest decode used).
+    ``last_lam_dec`` (the lam the latest decode used: a float, or a (K,)
+    float64 array when the policy chose one lam per alpha_k).
     """
 
     def __init__(self, K, N, lam_enc="auto", lam_dec="auto", alpha=None, beta=None,
@@ -84,24 +107,38 @@ class LeTCC(Code):
 
     # ---- decoding -------------------------------------------------------
 
-    def _lam_dec_for(self, beta_available: np.ndarray) -> float | None:
-        """The decoder's lam for these answering nodes (ascending); None = GCV."""
+    def _lam_dec_for(self, beta_available: np.ndarray):
+        """The decoder's lam for these answering nodes (ascending): a float, a
+        (K,) float64 array (one per alpha_k), or None = GCV."""
         kind = self._lam_dec_kind
         if kind == "fixed":
             return self._lam_dec_value
         if kind == "gcv":
             return None
-        lam = self._lam_dec_value(beta_available, self.N, self.K)
+        if kind == "policy_at":
+            lam = self._lam_dec_value(beta_available, self.alpha, self.N, self.K)
+        else:
+            lam = self._lam_dec_value(beta_available, self.N, self.K)
         if lam is None:
             return None
         try:
-            return as_lam(lam)
+            if isinstance(lam, (str, bytes)) or not hasattr(lam, "__len__"):
+                return as_lam(lam)
+            arr = np.asarray(lam, dtype=np.float64)
+            if arr.shape != (self.K,):
+                raise ValueError(f"expected one lam per alpha, shape ({self.K},), got shape {arr.shape}")
+            for v in arr:
+                as_lam(v)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"the lam_dec policy returned {lam!r}: {exc}") from None
+        if np.all(arr == arr[0]):
+            return float(arr[0])  # one lam after all: the banded spline plan
+        return arr
 
-    def decoder_plan(self, available, Y=None) -> SplineSmoother:
-        """The SplineSmoother decode() applies for this set (rows in ascending
-        worker order). Y is needed only when lam is chosen by GCV."""
+    def decoder_plan(self, available, Y=None):
+        """The linear map decode() applies for this set (columns in ascending
+        worker order): a SplineSmoother, or a DenseOperator when the policy
+        gave one lam per alpha_k. Y is needed only when lam is chosen by GCV."""
         avail = self._available(available)
         sorted_idx = np.sort(avail)
         if Y is not None:
@@ -110,9 +147,14 @@ class LeTCC(Code):
             Y = take_rows(Y, order)
         return self._plan(sorted_idx, Y)
 
-    def _plan(self, sorted_idx: np.ndarray, Y_sorted) -> SplineSmoother:
+    def _plan(self, sorted_idx: np.ndarray, Y_sorted):
         beta_av = self.beta[sorted_idx]
         lam = self._lam_dec_for(beta_av)
+        if isinstance(lam, np.ndarray):
+            self.last_lam_dec = lam.copy()
+            return self._decoders.get(
+                (sorted_idx.tobytes(), lam.tobytes()),
+                lambda: DenseOperator(spline_decoder_matrix(beta_av, self.alpha, lam)))
         if lam is None:
             if Y_sorted is None:
                 raise ValueError("lam_dec is chosen by GCV from the outputs: pass Y")
