@@ -16,13 +16,15 @@
 namespace letcc {
 
 LETCC_CLONES void plan_tile_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out,
-                                std::size_t ldo, std::size_t c0, std::size_t tw, double* buf) {
-    kernels::plan_tile<double>(p, y, ldy, out, ldo, c0, tw, buf);
+                                std::size_t ldo, std::size_t c0, std::size_t tw, double* buf, bool stream,
+                                std::size_t prefetch_cols) {
+    kernels::plan_tile<double>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
 }
 
 LETCC_CLONES void plan_tile_f32(const PlanTables& p, const float* y, std::size_t ldy, float* out,
-                                std::size_t ldo, std::size_t c0, std::size_t tw, double* buf) {
-    kernels::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf);
+                                std::size_t ldo, std::size_t c0, std::size_t tw, double* buf, bool stream,
+                                std::size_t prefetch_cols) {
+    kernels::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
 }
 
 LETCC_CLONES void fit_tile_f64(const PlanTables& p, const double* lam_over_w, const double* ih,

@@ -10,10 +10,14 @@
 namespace letcc {
 
 // out (q x m, ldo) = plan applied to y (n x m, ldy), columns [c0, c0 + tw).
+// stream: non-temporal output stores; prefetch_cols: where this thread's next
+// tile starts, relative to c0 (0: no prefetch). See kernels.hpp.
 void plan_tile_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out, std::size_t ldo,
-                   std::size_t c0, std::size_t tw, double* buf);
+                   std::size_t c0, std::size_t tw, double* buf, bool stream = false,
+                   std::size_t prefetch_cols = 0);
 void plan_tile_f32(const PlanTables& p, const float* y, std::size_t ldy, float* out, std::size_t ldo,
-                   std::size_t c0, std::size_t tw, double* buf);
+                   std::size_t c0, std::size_t tw, double* buf, bool stream = false,
+                   std::size_t prefetch_cols = 0);
 
 // g and gamma (n x m) of the spline fitted to y, columns [c0, c0 + tw).
 void fit_tile_f64(const PlanTables& p, const double* lam_over_w, const double* ih, const double* y,

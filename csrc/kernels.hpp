@@ -8,6 +8,10 @@
 #include <cstddef>
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include "plan.hpp"
 
@@ -27,7 +31,7 @@ namespace kernels {
 template <class T>
 LETCC_INLINE void forward_tile(const PlanTables& p, const T* LETCC_RESTRICT y, std::size_t ldy,
                                std::size_t c0, std::size_t tw, double* LETCC_RESTRICT buf,
-                               bool prefetch_next = false) {
+                               std::size_t prefetch_cols = 0) {
     const std::int64_t n = p.n;
     const std::size_t rows = gamma_rows(n);
     for (std::size_t r = 0; r < rows; ++r) {
@@ -48,9 +52,10 @@ LETCC_INLINE void forward_tile(const PlanTables& p, const T* LETCC_RESTRICT y, s
         const double a = p.qa[i], b = p.qb[i], c = p.qc[i], l1 = p.l1[i], l2 = p.l2[i];
 #if defined(__GNUC__)
         // Rows of a tile are m elements apart: more streams than the hardware
-        // prefetcher follows. Ask for this row of the next tile now.
-        if (prefetch_next) {
-            const char* nxt = reinterpret_cast<const char*>(yp + tw);
+        // prefetcher follows. Ask for this row of the tile this thread takes
+        // next (prefetch_cols columns on) now.
+        if (prefetch_cols) {
+            const char* nxt = reinterpret_cast<const char*>(yp + prefetch_cols);
             for (std::size_t b0 = 0; b0 < tw * sizeof(T); b0 += 64) __builtin_prefetch(nxt + b0, 0, 1);
         }
 #endif
@@ -80,7 +85,7 @@ LETCC_INLINE void solve_tile(const PlanTables& p, const T* LETCC_RESTRICT y, std
 template <class T>
 LETCC_INLINE void eval_query(const PlanTables& p, std::int64_t qi, const T* LETCC_RESTRICT y, std::size_t ldy,
                              T* LETCC_RESTRICT out, std::size_t ldo, std::size_t c0, std::size_t tw,
-                             const double* LETCC_RESTRICT buf) {
+                             const double* LETCC_RESTRICT buf, bool stream = false) {
     const std::int64_t k = p.k[qi];
     const T* LETCC_RESTRICT ya = y + static_cast<std::size_t>(k) * ldy + c0;
     const T* LETCC_RESTRICT yb = y + static_cast<std::size_t>(p.k1[qi]) * ldy + c0;
@@ -92,7 +97,37 @@ LETCC_INLINE void eval_query(const PlanTables& p, std::int64_t qi, const T* LETC
     const double ca = p.cy[2 * qi], cb = p.cy[2 * qi + 1];
     const double e0 = cg[0], e1 = cg[1], e2 = cg[2], e3 = cg[3];
     T* LETCC_RESTRICT o = out + static_cast<std::size_t>(qi) * ldo + c0;
-    for (std::size_t j = 0; j < tw; ++j)
+    std::size_t j = 0;
+#if defined(__SSE2__) && defined(__GNUC__)
+    if (stream) {
+        // Non-temporal stores: the output goes straight to memory without
+        // reading each destination line first (a third less memory traffic
+        // for outputs far larger than the caches). Peel to 16-byte alignment.
+        for (; j < tw && (reinterpret_cast<std::uintptr_t>(o + j) & 15u); ++j)
+            o[j] = static_cast<T>(ca * static_cast<double>(ya[j]) + cb * static_cast<double>(yb[j]) +
+                                  e0 * g0[j] + e1 * g1[j] + e2 * g2[j] + e3 * g3[j]);
+        constexpr std::size_t L = 16 / sizeof(T);  // lanes of one 16-byte store
+        typedef double vd __attribute__((vector_size(L * sizeof(double))));
+        typedef T vt __attribute__((vector_size(16)));
+        for (; j + L <= tw; j += L) {
+            vt a, b;
+            vd h0, h1, h2, h3;
+            __builtin_memcpy(&a, ya + j, sizeof a);
+            __builtin_memcpy(&b, yb + j, sizeof b);
+            __builtin_memcpy(&h0, g0 + j, sizeof h0);
+            __builtin_memcpy(&h1, g1 + j, sizeof h1);
+            __builtin_memcpy(&h2, g2 + j, sizeof h2);
+            __builtin_memcpy(&h3, g3 + j, sizeof h3);
+            const vd r = ca * __builtin_convertvector(a, vd) + cb * __builtin_convertvector(b, vd) + e0 * h0 +
+                         e1 * h1 + e2 * h2 + e3 * h3;
+            if constexpr (std::is_same<T, float>::value)
+                _mm_stream_ps(o + j, reinterpret_cast<__m128>(__builtin_convertvector(r, vt)));
+            else
+                _mm_stream_pd(o + j, reinterpret_cast<__m128d>(r));
+        }
+    }
+#endif
+    for (; j < tw; ++j)
         o[j] = static_cast<T>(ca * static_cast<double>(ya[j]) + cb * static_cast<double>(yb[j]) +
                               e0 * g0[j] + e1 * g1[j] + e2 * g2[j] + e3 * g3[j]);
 }
@@ -101,15 +136,19 @@ LETCC_INLINE void eval_query(const PlanTables& p, std::int64_t qi, const T* LETC
 // then back substitution with each query evaluated as soon as the four gamma
 // rows it needs are final (queries in interval k need knots k-1 .. k+2), so
 // the evaluation reads gamma from L1 rather than making another pass.
+//
+// stream: write the output with non-temporal stores (for outputs far larger
+// than the caches); prefetch_cols: where this thread's next tile starts,
+// relative to c0 (0: no prefetch).
 template <class T>
 LETCC_INLINE void plan_tile(const PlanTables& p, const T* LETCC_RESTRICT y, std::size_t ldy,
                             T* LETCC_RESTRICT out, std::size_t ldo, std::size_t c0, std::size_t tw,
-                            double* LETCC_RESTRICT buf) {
+                            double* LETCC_RESTRICT buf, bool stream = false, std::size_t prefetch_cols = 0) {
     const std::int64_t n = p.n;
-    forward_tile(p, y, ldy, c0, tw, buf, c0 + 2 * tw <= ldy);
+    forward_tile(p, y, ldy, c0, tw, buf, (c0 + prefetch_cols + tw <= ldy) ? prefetch_cols : 0);
     auto eval_interval = [&](std::int64_t kk) {
         for (std::int64_t t = p.by_k[kk]; t < p.by_k[kk + 1]; ++t)
-            eval_query(p, p.order[t], y, ldy, out, ldo, c0, tw, buf);
+            eval_query(p, p.order[t], y, ldy, out, ldo, c0, tw, buf, stream);
     };
     for (std::int64_t i = n - 2; i >= 1; --i) {
         back_row(p, i, tw, buf);
