@@ -27,7 +27,18 @@ import letcc
 from letcc.runtime.coded_inference import CodedInference
 from letcc.runtime.shm_slots import SHM_PREFIX
 from letcc.runtime.worker_main import worker_rank
-from letcc.stragglers import FixedCount
+from letcc.stragglers import FixedCount, StragglerDraw
+
+
+class SlowStragglers(FixedCount):
+    """FixedCount whose stragglers are very late (1e6 s of virtual delay) instead
+    of never answering. With simulate="virtual" a never-answering worker is not
+    even sent the round; these are, so the tests can watch a late worker that is
+    still computing be cancelled."""
+
+    def sample(self, N, rng):
+        d = super().sample(N, rng)
+        return StragglerDraw(np.where(np.isinf(d.delays), 1e6, d.delays), d.available)
 
 D, M = 6, 3            # model input / output sizes
 
@@ -230,7 +241,7 @@ def test_model_factory_failing_to_build_is_reported_at_start(script_dir):
 def test_late_worker_abandons_a_cancelled_round_between_chunks(script_dir, rng):
     N = 5
     code = letcc.LeTCC(2, N)
-    model = FixedCount(1, worst_case=True)
+    model = SlowStragglers(1, worst_case=True)
     late = int(model.sample(N, np.random.default_rng(0)).stragglers[0])
     with CodedInference(functools.partial(scripted, script_dir), code, chunk_rows=1) as ci:
         ci(rng.standard_normal((8, D)))          # warm-up, every worker answers (none still busy)
@@ -252,10 +263,40 @@ def test_late_worker_abandons_a_cancelled_round_between_chunks(script_dir, rng):
     assert len(calls) == 1 + 4                                # 1 chunk of the cancelled round, 4 of the next
 
 
+def test_virtual_never_answering_workers_are_not_sent_the_round(script_dir, rng):
+    # With simulate="virtual" an infinite injected delay means the answer could
+    # never count: the worker is not made to compute (no wasted CPU next to the
+    # workers that do count), and it takes the next round normally.
+    N = 6
+    code = letcc.LeTCC(3, N)
+    model = FixedCount(2, worst_case=True)
+    never = set(int(j) for j in model.sample(N, np.random.default_rng(0)).stragglers)
+    for j in range(N):
+        touch(script_dir / f"log{j}")
+    with CodedInference(functools.partial(scripted, script_dir), code, stragglers=model) as ci:
+        X = rng.standard_normal((3, D))
+        out = ci(X)
+        assert set(ci.last_round.answered) == set(range(N)) - never
+        assert set(ci.last_round.dispatched) == set(range(N))
+        assert_exact_round(ci, code, X, out)
+        ci.stragglers = None
+        X2 = rng.standard_normal((3, D))
+        out = ci(X2)
+        assert sorted(ci.last_round.answered) == list(range(N))
+        assert ci.last_round.stale == 0
+        assert_exact_round(ci, code, X2, out)
+    calls = {j: (script_dir / f"calls{j}.txt").read_text().splitlines() for j in range(N)}
+    for j in range(N):
+        # one call per round it was sent, plus the first round's output-layout
+        # probe on the first ready worker (0)
+        expected = (1 if j in never else 2) + (1 if j == 0 else 0)
+        assert len(calls[j]) == expected, (j, never, calls[j])
+
+
 def test_stale_answer_of_a_cancelled_round_never_reaches_the_next(script_dir, rng):
     N = 6
     code = letcc.LeTCC(3, N)
-    model = FixedCount(1, worst_case=True)
+    model = SlowStragglers(1, worst_case=True)
     late = int(model.sample(N, np.random.default_rng(0)).stragglers[0])
     other = (late + 1) % N
     with CodedInference(functools.partial(scripted, script_dir), code) as ci:

@@ -362,13 +362,20 @@ class CodedInference:
         waiter = None
         decision = None
         info_extra = {}
+        # With virtual delays, a worker whose delay is infinite could never count:
+        # it is not sent the round, so its compute does not slow the others down
+        # on a shared machine (with real sleeps it is sent the round and sleeps).
+        if self.simulate == "virtual":
+            sent = [j for j in workers if not never[j]]
+        else:
+            sent = list(workers)
         t0 = time.perf_counter()
         try:
-            self._backend.submit(r, workers, B, sleep_s)
-            for j in workers:
+            self._backend.submit(r, sent, B, sleep_s)
+            for j in sent:
                 self._outstanding[j].append((r, t0))
             hang_at = {}
-            for j in workers:
+            for j in sent:
                 since = self._outstanding[j][0][1] - t0
                 extra = sleep_s[j] if math.isfinite(sleep_s[j]) else 0.0
                 hang_at[j] = since + extra + self.hang_timeout
@@ -391,7 +398,7 @@ class CodedInference:
                               virtual_latency=(t_enc - t_call) + decision.at + (t_dec - t_wait))
         finally:
             answered_set = set(decision.answered) if decision else set()
-            self._backend.cancel([j for j in workers if j not in answered_set])
+            self._backend.cancel([j for j in sent if j not in answered_set])
             replaced = tuple(self._backend.restart_dead())
             if waiter is not None:
                 failed.update(waiter.failed)

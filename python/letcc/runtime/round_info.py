@@ -16,7 +16,9 @@ class RoundInfo:
     ----------
     round_id : the id every message of this round carried
     groups : B, the number of K-input groups sent in this round
-    dispatched : workers that were sent coded inputs (ready ones)
+    dispatched : the ready workers that took part in the round (with
+        simulate="virtual", those with an infinite injected delay are not sent
+        the coded inputs: their answer could never count)
     answered : workers whose outputs were decoded, in virtual arrival order
     failed : {worker: reason} for erasures that are not plain lateness:
         "not ready" (being replaced), "died", "raised", "hung"
