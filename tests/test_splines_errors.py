@@ -2,6 +2,8 @@
 whose message names the offending value (issue 2's list: x not strictly
 increasing, NaN/inf in x, w or lam, w <= 0, lam < 0, length mismatches, empty
 arrays, unsupported dtypes, nu out of range; plus shapes, axis and out=)."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -222,6 +224,16 @@ def test_axis_errors():
         letcc.SmoothingSpline(X, np.zeros((3, 5)), axis=1.0)
     with pytest.raises(TypeError, match=r"axis must be an integer, got True"):
         letcc.SmoothingSpline(X, np.zeros((3, 5)), axis=True)
+
+
+@pytest.mark.parametrize("x", [[-1e308, 0.0, 1e308, 1.5e308], [-1e308, 1e308, 1.2e308], [0.0, 1e-170, 2e-170, 1.0]])
+def test_gcv_refuses_knots_whose_lam_scale_overflows(x):
+    # gaps whose sums or inverse squares overflow float64: no lam to search around
+    y = np.arange(len(x), dtype=float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no RuntimeWarning on the way
+        with pytest.raises(ValueError, match=r"lam=None \(GCV\) cannot choose lam for knots x\[0\] = "):
+            letcc.SmoothingSpline(np.array(x), y, lam=None)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])

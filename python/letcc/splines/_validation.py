@@ -28,9 +28,9 @@ def as_knots(x, name: str = "x") -> np.ndarray:
     if bad.any():
         i = int(np.argmax(bad))
         raise ValueError(f"{name}[{i}] = {arr[i]} is not finite")
-    steps = np.diff(arr)
-    if (steps <= 0).any():
-        i = int(np.argmax(steps <= 0))
+    not_increasing = arr[1:] <= arr[:-1]  # a comparison: np.diff can overflow for huge knots
+    if not_increasing.any():
+        i = int(np.argmax(not_increasing))
         raise ValueError(
             f"{name} must be strictly increasing, but {name}[{i + 1}] = {arr[i + 1]} <= {name}[{i}] = {arr[i]}"
         )

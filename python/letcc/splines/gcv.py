@@ -24,13 +24,22 @@ def lam_scale(x: np.ndarray, w: np.ndarray) -> float:
     n = x.shape[0]
     if n < 3:
         return 1.0
-    h = np.diff(x)
-    r_trace = np.sum(h[:-1] + h[1:]) / 3.0
-    a = 1.0 / h[:-1]
-    c = 1.0 / h[1:]
-    b = -a - c
-    b_trace = np.sum(a * a / w[:-2] + b * b / w[1:-1] + c * c / w[2:])
-    return float(r_trace / b_trace)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        h = np.diff(x)
+        r_trace = np.sum(h[:-1] + h[1:]) / 3.0
+        a = 1.0 / h[:-1]
+        c = 1.0 / h[1:]
+        b = -a - c
+        b_trace = np.sum(a * a / w[:-2] + b * b / w[1:-1] + c * c / w[2:])
+        scale = float(r_trace / b_trace)
+        min_gap = float(np.min(h))
+    if not (math.isfinite(scale) and scale > 0.0):
+        # e.g. knots spanning more than the float64 range, or gaps so small that
+        # 1/h^2 overflows: there is no lam scale to search around
+        raise ValueError(f"lam=None (GCV) cannot choose lam for knots x[0] = {x[0]:g} .. x[-1] = {x[-1]:g} "
+                         f"(smallest gap {min_gap:g}): lam's scale is not a finite "
+                         "float64 there; rescale x or pass lam explicitly")
+    return scale
 
 
 def gcv_score(x, w, lam: float, y2: np.ndarray) -> float:
