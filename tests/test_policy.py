@@ -47,7 +47,7 @@ def calibrated_local():
     """A local policy (one lam per alpha_k), the default kind."""
     f = tiny_classifier()
     X = np.random.default_rng(1).standard_normal((60, 6))
-    return f, LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=3, lam_grid=GRID)
+    return f, LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=3, lam_grid=GRID, local=True)
 
 
 def lams_of(p, nodes, N, K):
@@ -175,9 +175,9 @@ def test_local_calibration_picks_from_its_grids_and_letcc_uses_it(calibrated_loc
 def test_local_calibration_is_reproducible_and_uses_the_grids_given(calibrated_local, rng):
     f, p = calibrated_local
     X = np.random.default_rng(1).standard_normal((60, 6))
-    assert LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=3, lam_grid=GRID).tables == p.tables
+    assert LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=3, lam_grid=GRID, local=True).tables == p.tables
     q = LamPolicy.calibrate(f, X, K, N, n_draws=4, seed=3, lam_grid=GRID, c_grid=[1e-3], end_factor_grid=[4.0],
-                            lam_enc_grid=[0.0, 1e-3])
+                            lam_enc_grid=[0.0, 1e-3], local=True)
     t = q.tables[(K, N)]
     assert (t["c"], t["end_factor"]) == (1e-3, 4.0) and t["lam_enc"] in (0.0, 1e-3)
     rep = q.report["6,12"]
@@ -207,6 +207,17 @@ def test_save_load_round_trip(calibrated, tmp_path, rng):
         F = np.sort(rng.choice(N, rng.integers(3, N + 1), replace=False))
         assert q.lam_dec(beta[F], N, K) == p.lam_dec(beta[F], N, K)
     assert json.loads(path.read_text())["format"] == "letcc.LamPolicy/2"
+
+
+def test_default_calibration_keeps_the_kind_with_the_lower_cost(calibrated, calibrated_local):
+    f = tiny_classifier()
+    X = np.random.default_rng(1).standard_normal((60, 6))
+    both = LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=3, lam_grid=GRID)
+    scores = {"local": calibrated_local[1].report["6,12"]["score"], "global": calibrated[1].report["6,12"]["score"]}
+    assert both.report["6,12"]["chosen_from"] == pytest.approx(scores)
+    winner = calibrated_local[1] if scores["local"] <= scores["global"] else calibrated[1]
+    assert both.tables == winner.tables
+    assert both.report["6,12"]["score"] == min(scores.values())
 
 
 def test_local_policy_save_load_round_trip_and_format_1_loads_as_global(calibrated_local, tmp_path, rng):
@@ -447,7 +458,7 @@ def test_bad_arguments_raise_clear_errors():
         LamPolicy.calibrate(f, X, K, N, into={"tables": []})
     with pytest.raises(TypeError, match="local"):
         LamPolicy(local="yes")
-    with pytest.raises(TypeError, match="local"):
+    with pytest.raises(TypeError, match="local must be True, False or None"):
         LamPolicy.calibrate(f, X, K, N, local=1)
     with pytest.raises(ValueError, match="'c' and 'end_factor'"):
         LamPolicy({(K, N): {"local": True, "c": 1e-3}})
@@ -456,11 +467,11 @@ def test_bad_arguments_raise_clear_errors():
     with pytest.raises(ValueError, match="'local' must be"):
         LamPolicy({(K, N): {"local": "yes", "c": 1e-3, "end_factor": 2.0}})
     with pytest.raises(ValueError, match="c_grid"):
-        LamPolicy.calibrate(f, X, K, N, c_grid=[])
+        LamPolicy.calibrate(f, X, K, N, c_grid=[], local=True)
     with pytest.raises(ValueError, match="c_grid\\[0\\]"):
-        LamPolicy.calibrate(f, X, K, N, c_grid=[-1.0])
+        LamPolicy.calibrate(f, X, K, N, c_grid=[-1.0], local=True)
     with pytest.raises(ValueError, match="two lams > 0"):
-        LamPolicy.calibrate(f, X, K, N, lam_grid=[0.0, 1e-3])
+        LamPolicy.calibrate(f, X, K, N, lam_grid=[0.0, 1e-3], local=True)
 
 
 def test_library_default_is_the_uncalibrated_lam_policy():

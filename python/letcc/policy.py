@@ -2,45 +2,60 @@
 
 A lam policy answers, on every decode, "which lam_dec for this answering
 set?" from what the decoder knows before looking at the outputs: the nodes of
-the workers that answered, N and K. `LamPolicy` reads two numbers off the
-answering nodes b_1 < ... < b_m (on [-1, 1]):
+the workers that answered b_1 < ... < b_m (on [-1, 1]), the points alpha_k
+where the decoder is evaluated, N and K.
+
+Local lams (the default): one lam per alpha_k,
+
+    h_k = length of the interval of [-1, b_1, ..., b_m, 1] that holds alpha_k
+    x_k = how far alpha_k lies beyond [b_1, b_m] (0 inside)
+    lam_k = c * max(h_k, a * x_k)^3
+
+and the estimate of f(x_k) is the smoothing spline with lam_k, evaluated at
+alpha_k (LeTCC applies the K rows as one dense operator, cached per set).
+
+Global lams (local=False; the default before): one lam for the whole decode,
 
     g = max_i (b_{i+1} - b_i)          the largest hole stragglers left inside
     d = max(b_1 + 1, 1 - b_m)          how far the outermost answer is from the end
-
-and returns
-
     lam_dec = max(psi(g), k_end * d^3)
 
-with psi non-decreasing and k_end >= 0. Removing workers can only widen g and
-d, so more stragglers and larger gaps never give less smoothing (monotone by
-construction, whatever the calibration found).
+with psi non-decreasing and k_end >= 0. In both, removing workers only widens
+the intervals (and g, d, x_k), so more stragglers never give less smoothing
+(monotone by construction, whatever the calibration found).
 
-Why g^3: the Reinsch system R + lam Q^T Q balances its two parts at lam ~ h^3
-for spacing h, so lam = c * g^3 keeps the smoother's bandwidth a fixed multiple
-of the gap (letcc.codes.lam_defaults has the rate argument). Why a separate end
-term: missing *end* workers hurt more than an inner hole of the same width.
-The decoder then extrapolates linearly to the outer alphas, which sit where
-the Chebyshev nodes (and the inputs along the encoder curve) are densest; those
-sets want far more smoothing than interior holes of the same size (measured:
-lambda.md). The uncalibrated default is psi(g) = c0 g^3 and k_end = c0 a^3,
-i.e. lam = c0 * max(g, a d)^3 with a = END_FACTOR = 8. Given the gaps, the
-number of answers |F| adds little (lambda.md: a lam per (S, gap bin) cell
-instead of per gap bin gained 0.8% in sample).
+Why ^3: the Reinsch system R + lam Q^T Q balances its two parts at lam ~ h^3
+for spacing h, and a smoothing spline is locally a kernel smoother of
+bandwidth ~ (lam * local spacing)^(1/4): lam = c h^3 keeps the bandwidth a
+fixed multiple of the spacing (letcc.codes.lam_defaults has the rate
+argument). Why local: that holds only where the spacing is h. Chebyshev
+worker nodes are dense near the ends and sparse in the middle, and
+stragglers open holes anywhere; one lam is a compromise between them. Per
+output point the best lam differs by ~3 orders of magnitude between the
+middle and the outermost alphas, and the local rule gains 5-10 points of
+improvement over BACC on every model and pair measured (lambda.md). Why the
+end term: a missing *end* worker makes the decoder extrapolate linearly to
+the outer alphas, which sit where the inputs along the encoder curve are
+densest; those points want far more smoothing than an interior hole as wide.
 
 Three ways to get a policy:
 
-- ``LamPolicy()``, the uncalibrated default: lam = c0 * max(g, a d)^3 with
-  c0 = DEFAULT_C0, a = END_FACTOR, fitted to three trained models
-  (LeNet-5/MNIST, RepVGG, a small ViT) and two (K, N) pairs
-  (bench/lambda_policy.py --fit-default, lambda.md);
-- ``LamPolicy.calibrate(f, X_calib, K, N, target="mse" | "relacc")``: psi
-  tabulated for (K, N) and k_end chosen on a small calibration batch: decode
-  it from many straggler sets (the same sets for every lam), score each set's
-  error on a grid of lam, bin the sets by g, pick one lam per bin,
-  non-decreasing across bins (dynamic programming over the grid), for each
-  candidate k_end (and lam_enc); keep the best. A few seconds, plus one pass of
-  f over the coded calibration batch per lam_enc tried;
+- ``LamPolicy()``, the uncalibrated default: lam_k = c0 * max(h_k, a x_k)^3
+  with c0 = LOCAL_C0, a = LOCAL_END_FACTOR (``LamPolicy(local=False)``: the
+  global c0 * max(g, a d)^3, DEFAULT_C0 and END_FACTOR), fitted to three
+  trained models (LeNet-5/MNIST, RepVGG, a small ViT) and two (K, N) pairs
+  (bench/lambda_policy.py --fit-default, lambda.md); the same rule as
+  LeTCC's lam_dec='auto' (letcc.codes.lam_defaults.LocalGapLam);
+- ``LamPolicy.calibrate(f, X_calib, K, N, target="mse" | "relacc")``: decode
+  a small calibration batch from many straggler sets (the same sets for every
+  lam) and score the errors on a grid of lam. Local: each output point's
+  error depends on its own lam only, so every (c, a, lam_enc) of a grid is
+  scored from the per-point errors (interpolated in log lam), the best few
+  are decoded exactly, the best of those wins. Global: bin the sets by g,
+  pick one lam per bin, non-decreasing across bins (dynamic programming over
+  the grid), for each candidate k_end (and lam_enc); keep the best. A few
+  seconds, plus one pass of f over the coded calibration batch per lam_enc
+  tried;
 - ``LamPolicy.load(path)``: a policy saved with ``save(path)`` (JSON).
 
 target="mse" minimises the decoded outputs' mean squared error (each straggler
@@ -55,8 +70,8 @@ argmax (measured in lambda.md).
 (lambda.md, "GCV"). With noise of a known size, calibrate with ``noise_sigma``.
 
 Per decode the policy costs a dict lookup for an answering set it has seen
-before, else one pass over the |F| nodes and a bisection in a short table: no
-search. Policies calibrated with custom alpha/beta assume the code uses the
+before, else one pass over the |F| nodes (and a bisection per alpha_k, or in
+a short table): no search. Policies calibrated with custom alpha/beta assume the code uses the
 same nodes (tables are keyed by (K, N) only). lam is scipy's ``make_smoothing_spline`` lam (plain sum
 in the data term, no 1/n), on nodes in [-1, 1].
 """
@@ -361,14 +376,17 @@ class LamPolicy:
     def calibrate(cls, f: Callable, X_calib, K: int, N: int, *, target: str = "mse", labels=None,
                   stragglers=None, n_draws: int = 16, seed=0, lam_grid=None, lam_enc_grid=(0.0,),
                   end_k_grid=None, noise_sigma: float = 0.0, into: "LamPolicy | None" = None,
-                  alpha=None, beta=None, local: bool = True, c_grid=None,
+                  alpha=None, beta=None, local: bool | None = None, c_grid=None,
                   end_factor_grid=None) -> "LamPolicy":
         """Calibrate the lam_dec rule (and lam_enc) for (K, N) on a calibration batch.
 
-        local=True (default): lam_k = c * max(h_k, a x_k)^3 per alpha_k, with
-        (c, a, lam_enc) the best of c_grid x end_factor_grid x lam_enc_grid.
+        local=True: lam_k = c * max(h_k, a x_k)^3 per alpha_k, with (c, a,
+        lam_enc) the best of c_grid x end_factor_grid x lam_enc_grid.
         local=False: one lam per decode, max(psi(g), k_end d^3), psi a
         monotone table over g bins, k_end from end_k_grid.
+        local=None (default): both, and the one with the lower calibration
+        cost wins (measured: local for target='mse', where it gains most;
+        global, with its per-gap-bin freedom, for target='relacc').
 
         Parameters
         ----------
@@ -405,6 +423,19 @@ class LamPolicy:
             policy for several (K, N) pairs) instead of the default one.
         alpha, beta : the code's nodes, when not the defaults.
         """
+        if local is None:
+            kw = dict(target=target, labels=labels, stragglers=stragglers, n_draws=n_draws, seed=seed,
+                      lam_grid=lam_grid, lam_enc_grid=lam_enc_grid, end_k_grid=end_k_grid,
+                      noise_sigma=noise_sigma, into=into, alpha=alpha, beta=beta, c_grid=c_grid,
+                      end_factor_grid=end_factor_grid)
+            pl = cls.calibrate(f, X_calib, K, N, local=True, **kw)
+            pg = cls.calibrate(f, X_calib, K, N, local=False, **kw)
+            key = f"{_count(K, 'K')},{_count(N, 'N')}"
+            rl, rg = pl.report[key], pg.report[key]
+            best = pl if rl["score"] <= rg["score"] else pg
+            best.report[key] = {**best.report[key], "chosen_from": {"local": rl["score"], "global": rg["score"]},
+                                "seconds_both": round(rl["seconds"] + rg["seconds"], 3)}
+            return best
         t0 = time.perf_counter()
         K, N = _count(K, "K"), _count(N, "N")
         target = _choice(target, TARGETS, "target")
@@ -417,7 +448,7 @@ class LamPolicy:
         if np.any(np.diff(grid) <= 0):
             raise ValueError("lam_grid must be strictly increasing")
         if not isinstance(local, (bool, np.bool_)):
-            raise TypeError(f"local must be True or False, got {local!r}")
+            raise TypeError(f"local must be True, False or None, got {local!r}")
         c_cands = _lams(LOCAL_C_GRID if c_grid is None else c_grid, "c_grid")
         a_cands = _lams(LOCAL_END_GRID if end_factor_grid is None else end_factor_grid, "end_factor_grid")
         if local and (not c_cands or not a_cands):
@@ -510,6 +541,7 @@ class LamPolicy:
             "local": bool(local), "lam_enc_grid": enc_grid, "lam_grid_size": int(grid.size),
             **({"c_grid": c_cands, "end_factor_grid": a_cands} if local else {"end_k_grid": end_grid}),
             "seconds": round(seconds, 3), "forward_seconds": round(forward, 3),
+            "score": best["total"],  # the summed calibration cost of the choice
         }
         policy = cls.from_dict(into.to_dict() if into is not None else cls(target=target).to_dict())
         policy.tables[(K, N)] = _checked_table((K, N), table)

@@ -113,7 +113,9 @@ def local_gaps(beta_available: np.ndarray, alpha: np.ndarray, end_factor: float)
     e = b
     if lo > -1.0 or hi < 1.0:
         e = np.concatenate(([-1.0] if lo > -1.0 else [], b, [1.0] if hi < 1.0 else []))
-    j = np.clip(np.searchsorted(e, alpha) - 1, 0, e.shape[0] - 2)
+    j = np.searchsorted(e, alpha) - 1
+    np.maximum(j, 0, out=j)
+    np.minimum(j, e.shape[0] - 2, out=j)
     h = e[j + 1] - e[j]
     x = np.maximum(lo - alpha, 0.0) + np.maximum(alpha - hi, 0.0)
     return np.maximum(h, end_factor * x)
@@ -133,21 +135,33 @@ class LocalGapLam:
     images of LeNet-5, RepVGG-a0 and a small ViT at (K, N) = (8, 16) and
     (12, 36) (bench/lambda_policy.py --fit-default, bench/results/lambda.md).
 
-    ``lam_dec_at(beta_available, alpha, N, K)`` -> (K,) lams (what LeTCC
-    calls); ``lam_dec(beta_available, N, K)`` does the same for Chebyshev
-    points of the first kind as alpha (the codes' default).
+    ``lam_dec_at(beta_available, alpha, N, K)`` -> read-only (K,) lams (what
+    LeTCC calls; remembered per (answering nodes, alpha), so a set seen before
+    costs a dict lookup); ``lam_dec(beta_available, N, K)`` does the same for
+    Chebyshev points of the first kind as alpha (the codes' default).
     """
+
+    MEMO_SIZE = 4096
 
     def __init__(self, c_dec: float = 5.6e-3, lam_enc: float = 0.0, end_factor: float = 16.0):
         self.c_dec = as_lam(c_dec)
         self._lam_enc = as_lam(lam_enc)
         self.end_factor = as_lam(end_factor)
+        self._memo: dict = {}
 
     def lam_dec_at(self, beta_available: np.ndarray, alpha: np.ndarray, N: int, K: int):
         if beta_available.shape[0] < 3:
             return 0.0  # one node: a constant, two: the line; lam changes nothing
-        phi = local_gaps(beta_available, alpha, self.end_factor)
-        return self.c_dec * phi * phi * phi
+        key = (beta_available.tobytes(), alpha.tobytes())
+        lam = self._memo.get(key)
+        if lam is None:
+            phi = local_gaps(beta_available, alpha, self.end_factor)
+            lam = self.c_dec * phi * phi * phi
+            lam.flags.writeable = False  # handed out again from the memo
+            if len(self._memo) >= self.MEMO_SIZE:
+                self._memo.clear()
+            self._memo[key] = lam
+        return lam
 
     def lam_dec(self, beta_available: np.ndarray, N: int, K: int):
         from letcc.nodes import chebyshev_first_kind

@@ -50,7 +50,7 @@ class LeTCC(Code):
         plain sum in the data term; the paper's lam is this divided by K).
         0 makes the coded inputs pass exactly through the inputs. 'auto' uses
         ``lam_dec``'s ``.lam_enc(K, N)`` when lam_dec is a policy that has one,
-        else the default policy (letcc.codes.LocalGapLam). A callable is
+        else the default policy (letcc.codes.lam_defaults.LocalGapLam). A callable is
         called as ``fn(K, N)``; an object with ``.lam_enc(K, N)`` is asked once.
     lam_dec : float, None, 'auto', 'gcv', callable or policy, default 'auto'
         Decoder smoothing parameter (same meaning; the paper's is this divided
@@ -60,7 +60,7 @@ class LeTCC(Code):
         - None or 'gcv': chosen per decode by generalised cross-validation on
           the outputs (letcc.select_lam_gcv); right for noisy workers, costs
           about 70 extra passes over the outputs per decode, not cached;
-        - 'auto': the default policy (letcc.codes.LocalGapLam), one lam per
+        - 'auto': the default policy (letcc.codes.lam_defaults.LocalGapLam), one lam per
           alpha_k: lam_k = c * h_k^3 with h_k the interval of answering nodes
           around alpha_k (its distance beyond the outermost answer, scaled,
           when larger), which shrinks as N grows and grows with the holes
@@ -127,12 +127,14 @@ class LeTCC(Code):
             arr = np.asarray(lam, dtype=np.float64)
             if arr.shape != (self.K,):
                 raise ValueError(f"expected one lam per alpha, shape ({self.K},), got shape {arr.shape}")
-            for v in arr:
-                as_lam(v)
+            lo, hi = arr.min(), arr.max()
+            if not (lo >= 0.0 and np.isfinite(hi)):  # one pass each, not K scalar checks
+                bad = arr[~(np.isfinite(arr) & (arr >= 0.0))][0]
+                raise ValueError(f"every lam must be finite and >= 0, got {bad!r}")
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"the lam_dec policy returned {lam!r}: {exc}") from None
-        if np.all(arr == arr[0]):
-            return float(arr[0])  # one lam after all: the banded spline plan
+        if lo == hi:
+            return float(lo)  # one lam after all: the banded spline plan
         return arr
 
     def decoder_plan(self, available, Y=None):
