@@ -17,6 +17,7 @@
 #include "eval_coeffs.hpp"
 #include "plan.hpp"
 #include "reinsch.hpp"
+#include "smoother_rows.hpp"
 #include "thread_pool.hpp"
 
 namespace py = pybind11;
@@ -471,6 +472,27 @@ PYBIND11_MODULE(_core, mod) {
             py::arg("threads") = 0);
     mod.def("gcv", &gcv, py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("y"), py::arg("threads") = 0);
     mod.def("smoother_trace", &trace, py::arg("x"), py::arg("w"), py::arg("lam"));
+    mod.def(
+        "smoother_rows",
+        [](const py::array& x, const py::array& w, const py::array& lams, const py::array& at, int nu) {
+            const auto xv = as_f64_vector(x, "x");
+            const auto wv = as_f64_vector(w, "w");
+            const auto lv = as_f64_vector(lams, "lam");
+            const auto av = as_f64_vector(at, "at");
+            if (wv.size() != xv.size())
+                throw py::value_error("w has length " + std::to_string(wv.size()) + " but x has length " +
+                                      std::to_string(xv.size()));
+            if (lv.size() != av.size())
+                throw py::value_error("lam has " + std::to_string(lv.size()) + " entries but at has " +
+                                      std::to_string(av.size()));
+            if (nu < 0 || nu > 2) throw py::value_error("nu must be 0, 1 or 2, got " + std::to_string(nu));
+            std::vector<double> rows = smoother_rows(xv.data(), wv.data(), xv.size(), lv.data(), av.data(),
+                                                     av.size(), nu);
+            py::array_t<double> out({static_cast<py::ssize_t>(av.size()), static_cast<py::ssize_t>(xv.size())});
+            std::copy(rows.begin(), rows.end(), out.mutable_data());
+            return out;
+        },
+        py::arg("x"), py::arg("w"), py::arg("lams"), py::arg("at"), py::arg("nu") = 0);
     mod.def("set_num_threads", [](int k) { ThreadPool::instance().set_num_threads(k); }, py::arg("k"));
     mod.def("get_num_threads", []() { return ThreadPool::instance().num_threads(); });
     mod.def("kernel_isa", []() { return std::string(kernel_isa()); });

@@ -2,6 +2,7 @@
 from letcc.splines.dense_operator import DenseOperator
 from letcc.splines.gcv import select_lam_gcv
 from letcc.splines.smoother import SplineSmoother
+from letcc.splines.smoother_rows import smoother_rows
 from letcc.splines.smoothing_spline import SmoothingSpline
 
-__all__ = ["DenseOperator", "SmoothingSpline", "SplineSmoother", "select_lam_gcv"]
+__all__ = ["DenseOperator", "SmoothingSpline", "SplineSmoother", "select_lam_gcv", "smoother_rows"]
