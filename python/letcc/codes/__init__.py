@@ -10,7 +10,7 @@ can_decode(available), is_complete(available) (see letcc.codes._base).
 from letcc.codes._base import Code
 from letcc.codes.bacc import BACC, berrut_matrix
 from letcc.codes.baselines import Replication, Uncoded
-from letcc.codes.lam_defaults import GapScaledLam
+from letcc.codes.lam_defaults import GapScaledLam, LocalGapLam
 from letcc.codes.letcc_code import LeTCC
 
-__all__ = ["Code", "LeTCC", "BACC", "Uncoded", "Replication", "GapScaledLam", "berrut_matrix"]
+__all__ = ["Code", "LeTCC", "BACC", "Uncoded", "Replication", "GapScaledLam", "LocalGapLam", "berrut_matrix"]

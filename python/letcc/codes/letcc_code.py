@@ -18,7 +18,7 @@ from letcc.codes._base import Code, as_count
 from letcc.codes._plan_cache import PlanCache
 from letcc.codes.lam_defaults import resolve_lam_dec, resolve_lam_enc
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
-from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv
+from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv, smoother_rows
 from letcc.splines._validation import as_lam
 
 __all__ = ["LeTCC", "spline_decoder_matrix"]
@@ -31,11 +31,8 @@ def spline_decoder_matrix(nodes: np.ndarray, points: np.ndarray, lam) -> np.ndar
     lam_arr = np.asarray(lam, dtype=np.float64)
     if lam_arr.ndim == 0:
         return SplineSmoother(nodes, points, lam=float(lam_arr)).matrix()
-    M = np.empty((points.shape[0], nodes.shape[0]))
-    for value in np.unique(lam_arr):
-        rows = lam_arr == value
-        M[rows] = SplineSmoother(nodes, points[rows], lam=float(value)).matrix()
-    return M
+    # O(n) per row from the Reinsch factors, one factorisation per distinct lam
+    return smoother_rows(nodes, points, lam_arr)
 
 
 class LeTCC(Code):
