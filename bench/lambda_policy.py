@@ -756,7 +756,11 @@ x_k for every alpha_k), against 31 us for a decode of 27 answers with a
 fixed lam; a production loop pays no search. A LeTCC decode with the local
 policy measured 41-44 us against 31 us with a fixed lam and 38 us with the
 global policy (per-alpha lam validation, the plan-cache key over K lams,
-the dense apply; BACC: 33 us).
+the dense apply; BACC: 33 us). Those are warm-cache decodes; for an answering
+set not seen before the local decoder is built by letcc.splines.smoother_rows
+(one O(n) banded solve per output point): 122 us median at K = 8, N = 16, 12
+answers, the same as a fixed-lam decoder's first decode (131 us), where
+building it from one spline plan per distinct lam took 635 us.
 
 **Also tried, and not used** (LeNet-5 and RepVGG at (8, 16), evaluation
 sets): quadrature weights in the decoder's data term (w_i proportional to
