@@ -390,6 +390,7 @@ if __name__ == "__main__":
         ci(X)
         for j in range(3):
             open(os.path.join(script_dir, "hang%d" % j), "w").close()
+            open(os.path.join(script_dir, "log%d" % j), "w").close()   # calls<j>.txt: one line per call
         print(json.dumps(dict(pids=ci.worker_pids(), prefix=ci.backend.shm_prefix)), flush=True)
         ci(X)                                       # every worker hangs: blocks here
 """
@@ -414,12 +415,21 @@ def _wait_until(cond, timeout=60.0):
     return cond()
 
 
+def _all_inside_the_hanging_call(script_dir, n=3):
+    """Every worker has started its call of the blocked round (so the master waits)."""
+    paths = [script_dir / f"calls{j}.txt" for j in range(n)]
+    return all(p.exists() and len(p.read_text().splitlines()) >= 1 for p in paths)
+
+
 def test_ctrl_c_in_the_master_stops_workers_and_unlinks_shared_memory(script_dir, tmp_path):
     proc, state = _run_blocking_master(script_dir, tmp_path)
     assert all(alive(p) for p in state["pids"]) and shm_segments(state["prefix"])
+    # Ctrl-C while the master waits on its workers (the case a user hits)
+    assert _wait_until(lambda: _all_inside_the_hanging_call(script_dir))
     os.killpg(proc.pid, signal.SIGINT)          # Ctrl-C reaches the whole process group
-    proc.wait(60)
-    err = proc.stderr.read()
+    # communicate, not wait: the master and its workers share the stderr pipe,
+    # and a full pipe would block them
+    _, err = proc.communicate(timeout=60)
     assert "KeyboardInterrupt" in err
     assert not [p for p in state["pids"] if alive(p)]
     assert shm_segments(state["prefix"]) == []
