@@ -122,7 +122,7 @@ def alive(pid) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().split(") ")[1][0] not in "ZX"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):   # gone before or while reading
         return False
 
 
@@ -248,6 +248,12 @@ def test_late_worker_abandons_a_cancelled_round_between_chunks(script_dir, rng):
         ci.stragglers = model
         touch(script_dir / f"log{late}")
         touch(script_dir / f"hang{late}")                     # its first chunk blocks
+        # the others wait until `late` is inside that chunk (its call removes the
+        # block files), so the round is never over before `late` starts it
+        for j in range(N):
+            if j != late:
+                touch(script_dir / f"block{j}")
+        touch(script_dir / f"release{late}")
         X = rng.standard_normal((8, D))                       # B = 4 rows per worker
         out = ci(X)
         assert late not in ci.last_round.answered
@@ -376,7 +382,8 @@ def test_200_rounds_with_random_kills_all_decode_and_leave_nothing(script_dir, r
 # ---- Ctrl-C and a killed master ----------------------------------------------------
 
 _SCRIPT = """
-import functools, json, os, sys
+import faulthandler, functools, json, os, signal, sys
+faulthandler.register(signal.SIGUSR1, all_threads=True)   # the test asks for stacks if this hangs
 sys.path.insert(0, {tests!r})
 from test_runtime_faults import scripted, D
 import numpy as np
@@ -429,7 +436,14 @@ def test_ctrl_c_in_the_master_stops_workers_and_unlinks_shared_memory(script_dir
     os.killpg(proc.pid, signal.SIGINT)          # Ctrl-C reaches the whole process group
     # communicate, not wait: the master and its workers share the stderr pipe,
     # and a full pipe would block them
-    _, err = proc.communicate(timeout=60)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGUSR1)       # faulthandler: where is it stuck?
+        time.sleep(1.0)
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        pytest.fail(f"the master did not exit within 60 s of Ctrl-C; its stacks:\n{err}")
     assert "KeyboardInterrupt" in err
     assert not [p for p in state["pids"] if alive(p)]
     assert shm_segments(state["prefix"]) == []
