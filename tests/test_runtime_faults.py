@@ -384,6 +384,10 @@ def test_200_rounds_with_random_kills_all_decode_and_leave_nothing(script_dir, r
 _SCRIPT = """
 import faulthandler, functools, json, os, signal, sys
 faulthandler.register(signal.SIGUSR1, all_threads=True)   # the test asks for stacks if this hangs
+# An interactive user's process: Ctrl-C raises KeyboardInterrupt. (Started from a
+# background job, e.g. `cmd &` in a script, SIGINT arrives ignored and Python then
+# keeps it ignored: the Ctrl-C this test sends would never reach the master.)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {tests!r})
 from test_runtime_faults import scripted, D
 import numpy as np
