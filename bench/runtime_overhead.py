@@ -58,6 +58,15 @@ def pool_head():
     return PoolHead()
 
 
+def tiny_head(x):
+    """(b, 8) -> (b, 2): next to no compute, for the machinery-only rows."""
+    return x[:, :2] * 2.0
+
+
+def tiny_factory():
+    return tiny_head
+
+
 def delay_model(S):
     return ShiftedExponential(shift=SHIFT, rate=RATE, stragglers=S)
 
@@ -127,12 +136,12 @@ def stats(xs):
     return float(np.median(xs)), float(np.percentile(xs, 99))
 
 
-def run_runtime(backend, N, K, S, rounds, simulate, X):
+def run_runtime(backend, N, K, S, rounds, simulate, X, factory=pool_head):
     """Per-round overhead (s) and the mean breakdown of CodedInference."""
     code = letcc.LeTCC(K, N)
     straggle = delay_model(S) if simulate == "sleep" else FixedCount(S)
     over, enc, wait, dec = [], [], [], []
-    with letcc.CodedInference(pool_head, code, backend=backend, stragglers=straggle, simulate=simulate,
+    with letcc.CodedInference(factory, code, backend=backend, stragglers=straggle, simulate=simulate,
                               seed=0) as ci:
         for _ in range(20):                     # warm-up: probe, page faults, plan caches
             ci(X)
@@ -216,6 +225,18 @@ def main():
                 print(f"N={N:2d} {simulate:7s} {backend:7s} overhead median {med:7.2f} ms  p99 {p99:7.2f} ms   "
                       f"(encode {row['enc']:.2f}, wait-beyond-delay {row['wait']:.2f}, decode {row['dec']:.2f}) "
                       f"[{time.perf_counter() - t0:.0f} s]", flush=True)
+    # the machinery alone: 8-float inputs and a trivial model, so encode, decode
+    # and the model cost next to nothing and what is left is processes, pipes,
+    # wake-ups and the master's own Python
+    machinery = []
+    for N in (4, 16):
+        K, S = N // 2, N // 4
+        Xt = np.random.default_rng(1).standard_normal((K, 8)).astype(np.float32)
+        over, enc, wait, dec = run_runtime("local", N, K, S, args.rounds, "virtual", Xt, factory=tiny_factory)
+        med, p99 = stats(over)
+        machinery.append((N, med, p99, np.median(wait) * 1e3))
+        print(f"N={N:2d} virtual local, 8-float inputs, trivial model: median {med:.2f} ms  p99 {p99:.2f} ms "
+              f"(wait {np.median(wait) * 1e3:.2f})", flush=True)
     load_after = os.getloadavg()
     # encode alone, and the copy the runtime pays because code.encode has no out= yet
     code = letcc.LeTCC(8, 16)
@@ -236,10 +257,10 @@ def main():
                 f"9.6 MB result into the slots: {np.median(t_copy) * 1e3:.2f} ms; the encoder plan writing "
                 f"straight into a preallocated buffer (out=): {np.median(t_into) * 1e3:.2f} ms (medians)")
     print(enc_line)
-    write_results(rows, args, load_before, load_after, enc_line)
+    write_results(rows, args, load_before, load_after, enc_line, machinery)
 
 
-def write_results(rows, args, load_before, load_after, enc_line):
+def write_results(rows, args, load_before, load_after, enc_line, machinery=()):
     RESULTS.mkdir(exist_ok=True)
     lines = [
         "# Runtime overhead per round",
@@ -275,6 +296,13 @@ def write_results(rows, args, load_before, load_after, enc_line):
                              f"{by['local']['median'] - by['threads']['median']:+.2f} ms median "
                              "(the cost of processes, pipes and shared memory over the same gather in one process)")
     lines += ["", enc_line, ""]
+    if machinery:
+        lines += ["The machinery alone (local backend, virtual delays, 8-float inputs and a trivial model, so "
+                  "encode, decode and the model cost next to nothing): what processes, pipes, wake-ups and the "
+                  "master's Python cost per round.", "",
+                  "| N | median (ms) | p99 (ms) | wait (ms) |", "|---|---|---|---|"]
+        lines += [f"| {N} | {med:.2f} | {p99:.2f} | {w:.2f} |" for N, med, p99, w in machinery]
+        lines += [""]
     (RESULTS / "runtime_overhead.md").write_text("\n".join(lines))
     print(f"wrote {RESULTS / 'runtime_overhead.md'}")
 
