@@ -182,6 +182,18 @@ def _meminfo_gib() -> str:
         return ""
 
 
+def blas_summary() -> str:
+    """One line for a results header: each BLAS threadpoolctl sees, with its
+    kernel and thread count."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "threadpoolctl not installed"
+    infos = [f"{i.get('internal_api')} {i.get('version')} ({i.get('architecture')}, {i.get('num_threads')} threads)"
+             for i in threadpool_info() if i.get("user_api") == "blas"]
+    return "; ".join(infos) or "no BLAS found by threadpoolctl"
+
+
 def _blas_info() -> list[tuple[str, str]]:
     try:
         from threadpoolctl import threadpool_info

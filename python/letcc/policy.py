@@ -93,7 +93,7 @@ from letcc.codes.lam_defaults import local_gaps
 from letcc.codes.letcc_code import spline_decoder_matrix
 from letcc.codes.simulate import as_batches, exact_outputs, worker_outputs
 from letcc.nodes import chebyshev_first_kind
-from letcc.splines._validation import as_lam
+from letcc.splines._validation import as_lam, as_lams
 from letcc.stragglers import FixedCount, StragglerModel
 
 __all__ = ["LamPolicy", "gap_and_end", "effective_gap", "local_gaps", "DEFAULT_C0", "END_FACTOR",
@@ -159,16 +159,6 @@ def _choice(v, allowed, name: str) -> str:
     if v not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got {v!r}")
     return v
-
-
-def _lams(values, name: str) -> list[float]:
-    out = []
-    for i, v in enumerate(values):
-        try:
-            out.append(as_lam(v))
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"{name}[{i}]: {exc}") from None
-    return out
 
 
 def gap_and_end(beta_available) -> tuple[float, float]:
@@ -440,17 +430,17 @@ class LamPolicy:
         K, N = _count(K, "K"), _count(N, "N")
         target = _choice(target, TARGETS, "target")
         n_draws = _count(n_draws, "n_draws")
-        grid = np.array(_lams(DEFAULT_LAM_GRID if lam_grid is None else lam_grid, "lam_grid"))
-        enc_grid = _lams(lam_enc_grid, "lam_enc_grid")
-        end_grid = _lams(END_K_GRID if end_k_grid is None else end_k_grid, "end_k_grid")
+        grid = np.array(as_lams(DEFAULT_LAM_GRID if lam_grid is None else lam_grid, "lam_grid"))
+        enc_grid = as_lams(lam_enc_grid, "lam_enc_grid")
+        end_grid = as_lams(END_K_GRID if end_k_grid is None else end_k_grid, "end_k_grid")
         if grid.size == 0 or not enc_grid or not end_grid:
             raise ValueError("lam_grid, lam_enc_grid and end_k_grid must not be empty")
         if np.any(np.diff(grid) <= 0):
             raise ValueError("lam_grid must be strictly increasing")
         if not isinstance(local, (bool, np.bool_)):
             raise TypeError(f"local must be True, False or None, got {local!r}")
-        c_cands = _lams(LOCAL_C_GRID if c_grid is None else c_grid, "c_grid")
-        a_cands = _lams(LOCAL_END_GRID if end_factor_grid is None else end_factor_grid, "end_factor_grid")
+        c_cands = as_lams(LOCAL_C_GRID if c_grid is None else c_grid, "c_grid")
+        a_cands = as_lams(LOCAL_END_GRID if end_factor_grid is None else end_factor_grid, "end_factor_grid")
         if local and (not c_cands or not a_cands):
             raise ValueError("c_grid and end_factor_grid must not be empty")
         if local and np.count_nonzero(grid) < 2:
@@ -629,7 +619,7 @@ def _checked_table(key, table) -> dict:
                 "end_factor": _real(a, f"table {key!r} end_factor"), "lam_enc": as_lam(table.get("lam_enc", 0.0))}
     try:
         edges = [float(e) for e in table["edges"]]
-        lam = _lams(table["lam"], f"table {key!r} lam")
+        lam = as_lams(table["lam"], f"table {key!r} lam")
     except (TypeError, KeyError):
         raise ValueError(f"table {key!r} must be a dict with 'edges' and 'lam' lists, got {table!r}") from None
     if len(lam) < 1 or len(edges) != len(lam) + 1:

@@ -15,7 +15,7 @@ import numpy as np
 
 from letcc.codes import LeTCC
 from letcc.codes.simulate import as_batches, exact_outputs, round_errors, worker_outputs
-from letcc.splines._validation import as_lam
+from letcc.splines._validation import as_lams
 from letcc.stragglers import FixedCount, StragglerModel
 
 __all__ = ["tune", "TuneResult", "DEFAULT_LAM_GRID"]
@@ -50,13 +50,7 @@ def _grid(values, name: str) -> np.ndarray:
     arr = np.atleast_1d(np.asarray(DEFAULT_LAM_GRID if values is None else values, dtype=object))
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D sequence of lam values")
-    out = []
-    for i, v in enumerate(arr):
-        try:
-            out.append(as_lam(v))
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"{name}[{i}]: {exc}") from None
-    return np.array(out)
+    return np.array(as_lams(arr, name))
 
 
 def _straggler_sets(stragglers, N: int, n_draws: int, rng: np.random.Generator) -> list:

@@ -84,6 +84,17 @@ def as_lam(lam) -> float:
     return value
 
 
+def as_lams(values, name: str) -> list[float]:
+    """Each of `values` through as_lam; an error names the entry, name[i]."""
+    out = []
+    for i, v in enumerate(values):
+        try:
+            out.append(as_lam(v))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{name}[{i}]: {exc}") from None
+    return out
+
+
 def as_nu(nu) -> int:
     if isinstance(nu, (bool, np.bool_)) or not isinstance(nu, (numbers.Integral, np.integer)):
         raise TypeError(f"nu must be an integer 0, 1 or 2, got {nu!r}")
