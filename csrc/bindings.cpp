@@ -28,7 +28,7 @@ namespace {
 // Below this many elements a call runs on the calling thread: waking the pool
 // costs more than it saves.
 constexpr std::size_t kParallelMinElems = 1 << 16;
-// float64 outputs at least this large are written with non-temporal stores:
+// Outputs at least this large are written with non-temporal stores:
 // they do not stay in the caches anyway, and streaming saves reading every
 // destination line before writing it.
 constexpr std::size_t kStreamMinBytes = std::size_t(16) << 20;
@@ -176,7 +176,7 @@ public:
             const std::size_t n = static_cast<std::size_t>(tables_.n), q = static_cast<std::size_t>(tables_.q);
             std::vector<double> eye(n * n, 0.0);
             for (std::size_t i = 0; i < n; ++i) eye[i * n + i] = 1.0;
-            std::vector<double> buf(gamma_rows(tables_.n) * n);
+            std::vector<double> buf(plan_buffer_size(tables_.n, n));
             // A^T columns: apply to the identity (n x n) -> (q x n) = A.
             a64_.assign(q * n, 0.0);
             plan_tile_f64(tables_, eye.data(), n, a64_.data(), n, 0, n, buf.data());
@@ -229,13 +229,11 @@ private:
         const std::size_t nthreads =
             (work < kParallelMinElems) ? 1 : std::min<std::size_t>(ntiles, static_cast<std::size_t>(want));
         const std::size_t prefetch_cols = nthreads * tw;
-        // float64 only: measured 5-15% faster there, no gain for float32
-        // (bench/results/spline.md).
-        const bool stream = std::is_same<T, double>::value &&
-                            static_cast<std::size_t>(tables_.q) * m * sizeof(T) >= kStreamMinBytes;
+        // (The generic kernel streams float64 only: see dispatch.cpp.)
+        const bool stream = static_cast<std::size_t>(tables_.q) * m * sizeof(T) >= kStreamMinBytes;
         py::gil_scoped_release release;
         for_each_tile(m, tw, work, threads, [&](std::size_t c0, std::size_t w) {
-            auto& buf = tls_buffer(gamma_rows(tables_.n) * w);
+            auto& buf = tls_buffer(plan_buffer_size(tables_.n, w));
             if constexpr (std::is_same<T, double>::value)
                 plan_tile_f64(tables_, y, m, out, m, c0, w, buf.data(), stream, prefetch_cols);
             else
@@ -496,4 +494,15 @@ PYBIND11_MODULE(_core, mod) {
     mod.def("set_num_threads", [](int k) { ThreadPool::instance().set_num_threads(k); }, py::arg("k"));
     mod.def("get_num_threads", []() { return ThreadPool::instance().num_threads(); });
     mod.def("kernel_isa", []() { return std::string(kernel_isa()); });
+    mod.def("plan_kernel", &plan_kernel);
+    mod.def(
+        "set_plan_kernel",
+        [](const std::string& name) {
+            try {
+                set_plan_kernel(name);
+            } catch (const std::invalid_argument& e) {
+                throw py::value_error(e.what());
+            }
+        },
+        py::arg("name"));
 }

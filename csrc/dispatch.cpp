@@ -4,8 +4,14 @@
 // has them (the loader's ifunc resolver picks once, at load time).
 #include "dispatch.hpp"
 
+#include <atomic>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
 #include "dense_kernel.hpp"
 #include "kernels.hpp"
+#include "kernels_avx2.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LETCC_NO_CLONES)
 #define LETCC_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
@@ -15,16 +21,99 @@
 
 namespace letcc {
 
-LETCC_CLONES void plan_tile_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out,
-                                std::size_t ldo, std::size_t c0, std::size_t tw, double* buf, bool stream,
-                                std::size_t prefetch_cols) {
+namespace {
+
+// The compiler-vectorised plan kernel (kernels.hpp), cloned per instruction set.
+// It was measured with non-temporal stores helping float64 only, so float32
+// never streams here.
+LETCC_CLONES void plan_tile_generic_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out,
+                                        std::size_t ldo, std::size_t c0, std::size_t tw, double* buf, bool stream,
+                                        std::size_t prefetch_cols) {
     kernels::plan_tile<double>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
 }
 
-LETCC_CLONES void plan_tile_f32(const PlanTables& p, const float* y, std::size_t ldy, float* out,
-                                std::size_t ldo, std::size_t c0, std::size_t tw, double* buf, bool stream,
-                                std::size_t prefetch_cols) {
-    kernels::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
+LETCC_CLONES void plan_tile_generic_f32(const PlanTables& p, const float* y, std::size_t ldy, float* out,
+                                        std::size_t ldo, std::size_t c0, std::size_t tw, double* buf, bool,
+                                        std::size_t prefetch_cols) {
+    kernels::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf, false, prefetch_cols);
+}
+
+#if defined(LETCC_HAVE_AVX2_KERNEL)
+__attribute__((target("avx2,fma"))) void plan_tile_avx2_f64(const PlanTables& p, const double* y, std::size_t ldy,
+                                                            double* out, std::size_t ldo, std::size_t c0,
+                                                            std::size_t tw, double* buf, bool stream,
+                                                            std::size_t prefetch_cols) {
+    kernels_avx2::plan_tile<double>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
+}
+
+__attribute__((target("avx2,fma"))) void plan_tile_avx2_f32(const PlanTables& p, const float* y, std::size_t ldy,
+                                                            float* out, std::size_t ldo, std::size_t c0,
+                                                            std::size_t tw, double* buf, bool stream,
+                                                            std::size_t prefetch_cols) {
+    kernels_avx2::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
+}
+
+bool cpu_has_avx2_fma() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+bool cpu_has_avx2_fma() { return false; }
+#endif
+
+// Which plan kernel runs: set_plan_kernel's choice, or the fastest one this
+// CPU has (decided once).
+enum PlanKernel : int { kAuto = 0, kGeneric = 1, kAvx2 = 2 };
+std::atomic<int> g_plan_kernel{kAuto};
+
+bool use_avx2_kernel() {
+    static const bool has = cpu_has_avx2_fma();
+    const int k = g_plan_kernel.load(std::memory_order_relaxed);
+    return k == kAvx2 || (k == kAuto && has);
+}
+
+double* aligned64(double* buf) {
+    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(buf);
+    return reinterpret_cast<double*>((a + 63) & ~std::uintptr_t(63));
+}
+
+}  // namespace
+
+void plan_tile_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out, std::size_t ldo,
+                   std::size_t c0, std::size_t tw, double* buf, bool stream, std::size_t prefetch_cols) {
+#if defined(LETCC_HAVE_AVX2_KERNEL)
+    if (use_avx2_kernel())
+        return plan_tile_avx2_f64(p, y, ldy, out, ldo, c0, tw, aligned64(buf), stream, prefetch_cols);
+#endif
+    plan_tile_generic_f64(p, y, ldy, out, ldo, c0, tw, aligned64(buf), stream, prefetch_cols);
+}
+
+void plan_tile_f32(const PlanTables& p, const float* y, std::size_t ldy, float* out, std::size_t ldo,
+                   std::size_t c0, std::size_t tw, double* buf, bool stream, std::size_t prefetch_cols) {
+#if defined(LETCC_HAVE_AVX2_KERNEL)
+    if (use_avx2_kernel())
+        return plan_tile_avx2_f32(p, y, ldy, out, ldo, c0, tw, aligned64(buf), stream, prefetch_cols);
+#endif
+    plan_tile_generic_f32(p, y, ldy, out, ldo, c0, tw, aligned64(buf), stream, prefetch_cols);
+}
+
+void set_plan_kernel(const std::string& name) {
+    if (name == "auto") {
+        g_plan_kernel = kAuto;
+    } else if (name == "generic") {
+        g_plan_kernel = kGeneric;
+    } else if (name == "avx2") {
+        if (!cpu_has_avx2_fma())
+            throw std::invalid_argument("plan kernel 'avx2' needs a CPU with AVX2 and FMA (and an x86-64 GCC/Clang build); this one has not");
+        g_plan_kernel = kAvx2;
+    } else {
+        throw std::invalid_argument("plan kernel must be 'auto', 'generic' or 'avx2', got '" + name + "'");
+    }
+}
+
+std::string plan_kernel() {
+    if (use_avx2_kernel()) return "avx2";
+    return std::string("generic-") + kernel_isa();
 }
 
 LETCC_CLONES void fit_tile_f64(const PlanTables& p, const double* lam_over_w, const double* ih,

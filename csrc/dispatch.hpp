@@ -4,14 +4,17 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "plan.hpp"
 
 namespace letcc {
 
 // out (q x m, ldo) = plan applied to y (n x m, ldy), columns [c0, c0 + tw).
+// buf: plan_buffer_size(n, tw) doubles of scratch, any alignment.
 // stream: non-temporal output stores; prefetch_cols: where this thread's next
-// tile starts, relative to c0 (0: no prefetch). See kernels.hpp.
+// tile starts, relative to c0 (0: no prefetch). Runs the AVX2 kernel
+// (kernels_avx2.hpp) where the CPU has AVX2 and FMA, else kernels.hpp.
 void plan_tile_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out, std::size_t ldo,
                    std::size_t c0, std::size_t tw, double* buf, bool stream = false,
                    std::size_t prefetch_cols = 0);
@@ -36,5 +39,12 @@ void dense_tile_f32(const float* A, std::int64_t q, std::int64_t n, const float*
 
 // The instruction set the clones picked on this CPU ("avx512", "avx2", "baseline").
 const char* kernel_isa();
+
+// Choose the plan kernel: "auto" (the default: AVX2 where the CPU has it),
+// "generic" (kernels.hpp, cloned per instruction set) or "avx2"
+// (std::invalid_argument where the CPU lacks it). For tests and benchmarks.
+void set_plan_kernel(const std::string& name);
+// The plan kernel in use: "avx2" or "generic-<isa>".
+std::string plan_kernel();
 
 }  // namespace letcc

@@ -63,6 +63,14 @@ inline PlanTables make_plan_tables(const ReinschFactor& f, const double* at, std
 // so that rows for knots -1, 0, n - 1, n are zero and the kernels never branch.
 inline std::size_t gamma_rows(std::int64_t n) { return static_cast<std::size_t>(n) + 3; }
 
+// Buffer rows of a tile tw columns wide are padded_width(tw) doubles apart, so
+// the vector kernels see every row 32-byte aligned.
+inline std::size_t padded_width(std::size_t tw) { return (tw + 3) & ~std::size_t(3); }
+
+// Doubles of scratch a caller gives plan_tile_f64/f32 for a tile of tw columns
+// (any alignment: the dispatcher aligns it to 64 bytes inside).
+inline std::size_t plan_buffer_size(std::int64_t n, std::size_t tw) { return gamma_rows(n) * padded_width(tw) + 8; }
+
 // Columns per tile: the float64 gamma buffer plus the input rows of a tile stay
 // within about half of a 512 KiB L2, rounded to a multiple of 32 columns.
 inline std::size_t tile_width(std::int64_t n, std::size_t elem_size, std::size_t m) {

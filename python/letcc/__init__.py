@@ -67,6 +67,23 @@ def kernel_isa() -> str:
     return _core.kernel_isa()
 
 
+def plan_kernel() -> str:
+    """The kernel banded SplineSmoother plans run: ``"avx2"`` (hand-written
+    AVX2/FMA intrinsics, the default on CPUs that have them) or
+    ``"generic-<isa>"`` (the compiler-vectorised kernel, cloned per
+    instruction set)."""
+    return _core.plan_kernel()
+
+
+def set_plan_kernel(name: str) -> None:
+    """Force the banded plan kernel: ``"auto"`` (the default), ``"generic"`` or
+    ``"avx2"`` (ValueError on a CPU without AVX2 and FMA). Both compute the same
+    float64 arithmetic; this exists to compare and test them."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    _core.set_plan_kernel(name)
+
+
 __all__ = [
     "__version__",
     "SmoothingSpline",
@@ -75,5 +92,7 @@ __all__ = [
     "set_num_threads",
     "get_num_threads",
     "kernel_isa",
+    "plan_kernel",
+    "set_plan_kernel",
     *_LAZY_ATTRS,
 ]

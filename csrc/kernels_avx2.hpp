@@ -1,0 +1,193 @@
+// The plan's column-tile kernel written with AVX2/FMA intrinsics: the same
+// three passes and the same float64 arithmetic as kernels.hpp, faster where it
+// matters (bench/results/spline.md, "AVX2 kernel"):
+//
+// - float32 rows are widened with one vcvtps2pd per 4 elements; the compiler's
+//   version of kernels.hpp splits that into two 128-bit halves and inserts.
+// - The gamma buffer is 64-byte aligned with rows a multiple of 4 doubles
+//   apart, so every buffer access is an aligned 32-byte load or store (a
+//   16-byte-aligned buffer splits half of them across cache lines).
+// - Outputs far larger than the caches are written with non-temporal stores
+//   for float32 too (16-byte stores of 4 converted lanes).
+// - The next tile's rows are prefetched a few cache lines per back-substitution
+//   row, spread over the whole tile, instead of in one burst per forward row.
+//
+// Every function here is compiled for AVX2+FMA through the target attribute
+// (no lambdas: they would not inherit it); dispatch.cpp calls them only on a
+// CPU that has both.
+#pragma once
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LETCC_NO_CLONES)
+#define LETCC_HAVE_AVX2_KERNEL 1
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "plan.hpp"
+
+#define LETCC_AVX2_FN __attribute__((target("avx2,fma"), always_inline)) inline
+
+namespace letcc {
+namespace kernels_avx2 {
+
+LETCC_AVX2_FN __m256d load4(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
+LETCC_AVX2_FN __m256d load4(const double* p) { return _mm256_loadu_pd(p); }
+LETCC_AVX2_FN void store4(float* p, __m256d v) { _mm_storeu_ps(p, _mm256_cvtpd_ps(v)); }
+LETCC_AVX2_FN void store4(double* p, __m256d v) { _mm256_storeu_pd(p, v); }
+LETCC_AVX2_FN void stream4(float* p, __m256d v) { _mm_stream_ps(p, _mm256_cvtpd_ps(v)); }
+LETCC_AVX2_FN void stream4(double* p, __m256d v) { _mm256_stream_pd(p, v); }
+
+// Issues the next tile's prefetches a few lines at a time, row by row.
+struct PrefetchCursor {
+    const char* base = nullptr;
+    std::size_t stride = 0, row_bytes = 0, b = 0;
+    std::int64_t rows = 0, r = 0;
+    LETCC_AVX2_FN void step(std::size_t lines) {
+        for (std::size_t t = 0; t < lines && r < rows; ++t) {
+            _mm_prefetch(base + static_cast<std::size_t>(r) * stride + b, _MM_HINT_T1);
+            b += 64;
+            if (b >= row_bytes) { b = 0; ++r; }
+        }
+    }
+};
+
+// Forward substitution fused with z = Q^T y; buffer row r = knot r - 1, rows
+// bs doubles apart (bs: tw rounded up to a multiple of 4, buf 32-byte aligned).
+template <class T>
+LETCC_AVX2_FN void forward(const PlanTables& p, const T* __restrict__ y, std::size_t ldy, std::size_t c0,
+                           std::size_t tw, std::size_t bs, double* __restrict__ buf) {
+    const std::int64_t n = p.n;
+    const std::size_t rows = gamma_rows(n);
+    for (std::size_t r = 0; r < rows; ++r)
+        if (r <= 1 || r >= static_cast<std::size_t>(n)) std::fill(buf + r * bs, buf + r * bs + tw, 0.0);
+    const std::size_t tw4 = tw & ~std::size_t(3);
+    for (std::int64_t i = 1; i + 1 < n; ++i) {
+        const T* __restrict__ ym = y + static_cast<std::size_t>(i - 1) * ldy + c0;
+        const T* __restrict__ y0 = ym + ldy;
+        const T* __restrict__ yp = y0 + ldy;
+        double* __restrict__ z = buf + static_cast<std::size_t>(i + 1) * bs;
+        const double* __restrict__ z1 = z - bs;
+        const double* __restrict__ z2 = z - 2 * bs;
+        const double a = p.qa[i], b = p.qb[i], c = p.qc[i], l1 = p.l1[i], l2 = p.l2[i];
+        const __m256d A = _mm256_set1_pd(a), B = _mm256_set1_pd(b), C = _mm256_set1_pd(c);
+        const __m256d L1 = _mm256_set1_pd(-l1), L2 = _mm256_set1_pd(-l2);
+        std::size_t j = 0;
+        for (; j < tw4; j += 4) {
+            __m256d r = _mm256_mul_pd(A, load4(ym + j));
+            r = _mm256_fmadd_pd(B, load4(y0 + j), r);
+            r = _mm256_fmadd_pd(C, load4(yp + j), r);
+            r = _mm256_fmadd_pd(L2, _mm256_load_pd(z2 + j), r);
+            r = _mm256_fmadd_pd(L1, _mm256_load_pd(z1 + j), r);
+            _mm256_store_pd(z + j, r);
+        }
+        for (; j < tw; ++j)
+            z[j] = a * static_cast<double>(ym[j]) + b * static_cast<double>(y0[j]) + c * static_cast<double>(yp[j]) -
+                   l2 * z2[j] - l1 * z1[j];
+    }
+}
+
+// One step of the back substitution: gamma at knot i from knots i+1, i+2.
+LETCC_AVX2_FN void back_row(const PlanTables& p, std::int64_t i, std::size_t tw, std::size_t bs,
+                            double* __restrict__ buf) {
+    double* __restrict__ g = buf + static_cast<std::size_t>(i + 1) * bs;
+    const double* __restrict__ g1 = g + bs;
+    const double* __restrict__ g2 = g + 2 * bs;
+    const double d = p.inv_d[i], u1 = p.l1[i + 1], u2 = p.l2[i + 2];
+    const __m256d D = _mm256_set1_pd(d), U1 = _mm256_set1_pd(-u1), U2 = _mm256_set1_pd(-u2);
+    const std::size_t tw4 = tw & ~std::size_t(3);
+    std::size_t j = 0;
+    for (; j < tw4; j += 4) {
+        __m256d r = _mm256_mul_pd(D, _mm256_load_pd(g + j));
+        r = _mm256_fmadd_pd(U2, _mm256_load_pd(g2 + j), r);
+        r = _mm256_fmadd_pd(U1, _mm256_load_pd(g1 + j), r);
+        _mm256_store_pd(g + j, r);
+    }
+    for (; j < tw; ++j) g[j] = g[j] * d - u2 * g2[j] - u1 * g1[j];
+}
+
+// out[qi] = cy0 y[k] + cy1 y[k+1] + sum_t cgam[t] gamma[k-1+t] for one query.
+template <class T>
+LETCC_AVX2_FN void eval_query(const PlanTables& p, std::int64_t qi, const T* __restrict__ y, std::size_t ldy,
+                              T* __restrict__ out, std::size_t ldo, std::size_t c0, std::size_t tw, std::size_t bs,
+                              const double* __restrict__ buf, bool stream) {
+    const std::int64_t k = p.k[qi];
+    const T* __restrict__ ya = y + static_cast<std::size_t>(k) * ldy + c0;
+    const T* __restrict__ yb = y + static_cast<std::size_t>(p.k1[qi]) * ldy + c0;
+    const double* __restrict__ g0 = buf + static_cast<std::size_t>(k) * bs;  // knot k - 1
+    const double* __restrict__ g1 = g0 + bs;
+    const double* __restrict__ g2 = g0 + 2 * bs;
+    const double* __restrict__ g3 = g0 + 3 * bs;
+    const double* cg = &p.cgam[4 * qi];
+    const double ca = p.cy[2 * qi], cb = p.cy[2 * qi + 1], e0 = cg[0], e1 = cg[1], e2 = cg[2], e3 = cg[3];
+    const __m256d CA = _mm256_set1_pd(ca), CB = _mm256_set1_pd(cb), E0 = _mm256_set1_pd(e0);
+    const __m256d E1 = _mm256_set1_pd(e1), E2 = _mm256_set1_pd(e2), E3 = _mm256_set1_pd(e3);
+    T* __restrict__ o = out + static_cast<std::size_t>(qi) * ldo + c0;
+    const std::size_t tw4 = tw & ~std::size_t(3);
+    // The same columns take the vector path whether or not the row is
+    // streamed, so the result never depends on the output's alignment.
+    const bool nt = stream && (reinterpret_cast<std::uintptr_t>(o) % (4 * sizeof(T))) == 0;
+    for (std::size_t j = 0; j < tw4; j += 4) {
+        __m256d r = _mm256_mul_pd(CA, load4(ya + j));
+        r = _mm256_fmadd_pd(CB, load4(yb + j), r);
+        r = _mm256_fmadd_pd(E0, _mm256_load_pd(g0 + j), r);
+        r = _mm256_fmadd_pd(E1, _mm256_load_pd(g1 + j), r);
+        r = _mm256_fmadd_pd(E2, _mm256_load_pd(g2 + j), r);
+        r = _mm256_fmadd_pd(E3, _mm256_load_pd(g3 + j), r);
+        if (nt)
+            stream4(o + j, r);
+        else
+            store4(o + j, r);
+    }
+    for (std::size_t j = tw4; j < tw; ++j)
+        o[j] = static_cast<T>(ca * static_cast<double>(ya[j]) + cb * static_cast<double>(yb[j]) + e0 * g0[j] +
+                              e1 * g1[j] + e2 * g2[j] + e3 * g3[j]);
+}
+
+template <class T>
+LETCC_AVX2_FN void eval_interval(const PlanTables& p, std::int64_t kk, const T* __restrict__ y, std::size_t ldy,
+                                 T* __restrict__ out, std::size_t ldo, std::size_t c0, std::size_t tw,
+                                 std::size_t bs, const double* __restrict__ buf, bool stream) {
+    for (std::int64_t t = p.by_k[kk]; t < p.by_k[kk + 1]; ++t)
+        eval_query(p, p.order[t], y, ldy, out, ldo, c0, tw, bs, buf, stream);
+}
+
+// The whole plan on one column tile (see kernels::plan_tile). buf: 32-byte
+// aligned, plan_buffer_size(n, tw) doubles.
+template <class T>
+__attribute__((target("avx2,fma"))) inline void plan_tile(const PlanTables& p, const T* __restrict__ y,
+                                                          std::size_t ldy, T* __restrict__ out, std::size_t ldo,
+                                                          std::size_t c0, std::size_t tw,
+                                                          double* __restrict__ buf, bool stream,
+                                                          std::size_t prefetch_cols) {
+    const std::int64_t n = p.n;
+    const std::size_t bs = padded_width(tw);
+    PrefetchCursor pc;
+    std::size_t lines_per_row = 0;
+    if (prefetch_cols && c0 + prefetch_cols + tw <= ldy && n > 2) {
+        pc.base = reinterpret_cast<const char*>(y + c0 + prefetch_cols);
+        pc.stride = ldy * sizeof(T);
+        pc.row_bytes = tw * sizeof(T);
+        pc.rows = n;
+        // n rows of the next tile over the n - 2 back-substitution steps.
+        const std::size_t lines = static_cast<std::size_t>(n) * ((pc.row_bytes + 63) / 64);
+        lines_per_row = lines / static_cast<std::size_t>(n - 2) + 1;
+    }
+    forward(p, y, ldy, c0, tw, bs, buf);
+    for (std::int64_t i = n - 2; i >= 1; --i) {
+        pc.step(lines_per_row);
+        back_row(p, i, tw, bs, buf);
+        eval_interval(p, i + 1, y, ldy, out, ldo, c0, tw, bs, buf, stream);  // knots i .. i+3 final
+    }
+    const std::int64_t last = (n >= 3) ? std::min<std::int64_t>(1, n - 1) : n - 1;
+    for (std::int64_t kk = last; kk >= 0; --kk) eval_interval(p, kk, y, ldy, out, ldo, c0, tw, bs, buf, stream);
+}
+
+}  // namespace kernels_avx2
+}  // namespace letcc
+
+#undef LETCC_AVX2_FN
+#endif
