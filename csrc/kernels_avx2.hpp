@@ -39,7 +39,12 @@ LETCC_AVX2_FN __m256d load4(const double* p) { return _mm256_loadu_pd(p); }
 LETCC_AVX2_FN void store4(float* p, __m256d v) { _mm_storeu_ps(p, _mm256_cvtpd_ps(v)); }
 LETCC_AVX2_FN void store4(double* p, __m256d v) { _mm256_storeu_pd(p, v); }
 LETCC_AVX2_FN void stream4(float* p, __m256d v) { _mm_stream_ps(p, _mm256_cvtpd_ps(v)); }
-LETCC_AVX2_FN void stream4(double* p, __m256d v) { _mm256_stream_pd(p, v); }
+// Two 16-byte halves: a 32-byte streaming store would need 32-byte-aligned
+// rows, and numpy aligns arrays to 16 bytes only.
+LETCC_AVX2_FN void stream4(double* p, __m256d v) {
+    _mm_stream_pd(p, _mm256_castpd256_pd128(v));
+    _mm_stream_pd(p + 2, _mm256_extractf128_pd(v, 1));
+}
 
 // Issues the next tile's prefetches a few lines at a time, row by row.
 struct PrefetchCursor {
@@ -127,9 +132,9 @@ LETCC_AVX2_FN void eval_query(const PlanTables& p, std::int64_t qi, const T* __r
     const __m256d E1 = _mm256_set1_pd(e1), E2 = _mm256_set1_pd(e2), E3 = _mm256_set1_pd(e3);
     T* __restrict__ o = out + static_cast<std::size_t>(qi) * ldo + c0;
     const std::size_t tw4 = tw & ~std::size_t(3);
-    // The same columns take the vector path whether or not the row is
-    // streamed, so the result never depends on the output's alignment.
-    const bool nt = stream && (reinterpret_cast<std::uintptr_t>(o) % (4 * sizeof(T))) == 0;
+    // Streaming needs 16-byte-aligned rows; the same columns take the vector
+    // path either way, so the result never depends on the output's alignment.
+    const bool nt = stream && (reinterpret_cast<std::uintptr_t>(o) % 16) == 0;
     for (std::size_t j = 0; j < tw4; j += 4) {
         __m256d r = _mm256_mul_pd(CA, load4(ya + j));
         r = _mm256_fmadd_pd(CB, load4(yb + j), r);
