@@ -330,29 +330,8 @@ def test_out_parameter(rng, dtype, method):
 
 
 # ---------------------------------------------------------------- large outputs
-# float64 outputs of 16 MiB or more are written with non-temporal stores
-# (csrc/kernels.hpp): every element must still be written, also when the
-# output is not 16-byte aligned (the peeled first element), when m leaves a
-# tail that is not a whole store, and with the tiles split over threads.
-@pytest.mark.parametrize("m", [32768, 32771])
-@pytest.mark.parametrize("misaligned", [False, True])
-def test_large_float64_outputs_are_written_completely(rng, threads, m, misaligned):
-    n = q = 64  # q * m * 8 bytes >= 16 MiB
-    x = knots(rng, n)
-    at = np.sort(rng.uniform(-1.0, 1.0, q))
-    plan = letcc.SplineSmoother(x, at, lam=1e-3, method="banded")
-    y = rng.normal(size=(n, m))
-    ref = plan.matrix() @ y
-    base = np.full(q * m + 1, np.nan)
-    out = (base[1:] if misaligned else base[:-1]).reshape(q, m)
-    assert (out.ctypes.data % 16 != 0) == misaligned
-    for k in (1, 2):
-        letcc.set_num_threads(k)
-        out[...] = np.nan
-        assert plan(y, out=out) is out
-        assert not np.isnan(out).any()
-        np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12 * np.abs(y).max())
-        np.testing.assert_array_equal(plan(y), out)  # a fresh result is also a large output
+# Outputs written with non-temporal stores (16 MiB or more): see
+# test_splines_plan_kernels.py, which runs them on both plan kernels.
 
 
 # ---------------------------------------------------------------- attributes
