@@ -220,7 +220,7 @@ private:
 
     template <class T>
     void run_banded(const T* y, T* out, std::size_t m, int threads) const {
-        const std::size_t tw = tile_width(tables_.n, sizeof(T), m);
+        const std::size_t tw = plan_tile_width(tables_.n, sizeof(T), m);
         const std::size_t work = m * static_cast<std::size_t>(tables_.n + tables_.q);
         // Threads take tiles in turn, so a thread's next tile starts about
         // `nthreads` tiles on: that is the one worth prefetching.

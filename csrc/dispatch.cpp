@@ -111,6 +111,10 @@ void set_plan_kernel(const std::string& name) {
     }
 }
 
+std::size_t plan_tile_width(std::int64_t n, std::size_t elem_size, std::size_t m) {
+    return use_avx2_kernel() ? tile_width_avx2(n, elem_size, m) : tile_width(n, elem_size, m);
+}
+
 std::string plan_kernel() {
     if (use_avx2_kernel()) return "avx2";
     return std::string("generic-") + kernel_isa();

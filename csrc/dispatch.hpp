@@ -46,5 +46,7 @@ const char* kernel_isa();
 void set_plan_kernel(const std::string& name);
 // The plan kernel in use: "avx2" or "generic-<isa>".
 std::string plan_kernel();
+// Columns per tile for plan_tile_f64/f32 with the kernel in use (plan.hpp).
+std::size_t plan_tile_width(std::int64_t n, std::size_t elem_size, std::size_t m);
 
 }  // namespace letcc

@@ -6,6 +6,7 @@
 // written once; the column tiles are independent, so threads split them.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -71,8 +72,9 @@ inline std::size_t padded_width(std::size_t tw) { return (tw + 3) & ~std::size_t
 // (any alignment: the dispatcher aligns it to 64 bytes inside).
 inline std::size_t plan_buffer_size(std::int64_t n, std::size_t tw) { return gamma_rows(n) * padded_width(tw) + 8; }
 
-// Columns per tile: the float64 gamma buffer plus the input rows of a tile stay
-// within about half of a 512 KiB L2, rounded to a multiple of 32 columns.
+// Columns per tile for the generic kernel (kernels.hpp): the float64 gamma
+// buffer plus the input rows of a tile stay within about half of a 512 KiB L2,
+// rounded to a multiple of 32 columns.
 inline std::size_t tile_width(std::int64_t n, std::size_t elem_size, std::size_t m) {
     const std::size_t bytes_per_col = (gamma_rows(n)) * 8 + static_cast<std::size_t>(n) * elem_size;
     std::size_t tw = (192 * 1024) / (bytes_per_col ? bytes_per_col : 1);
@@ -81,6 +83,30 @@ inline std::size_t tile_width(std::int64_t n, std::size_t elem_size, std::size_t
     if (tw > 4096) tw = 4096;
     if (tw > m) tw = m;
     return tw;
+}
+
+}  // namespace letcc
+
+namespace letcc {
+
+// Columns per tile for the AVX2 kernel (kernels_avx2.hpp): the L2 rule above
+// while it gives at least 128 columns (small n), else 256 columns with the
+// gamma buffer kept under 4 MiB. The kernel's passes stream through the buffer
+// row by row, so for large n long contiguous rows matter more than staying in
+// L2. Measured with a C++ harness around this kernel, 2 threads, float32,
+// m = 150528: n = 256 ran 1.5-2x faster with 128-256 columns than with the L2
+// rule's 32; n = 1024 (m = 20480) was fastest at 256 (buffer in L3), 1.35x
+// faster than at 128; at n = 16 and 64 the L2 rule's 896 and 224 were as fast
+// as 256 or faster (float64, n = 64: 160 beat 256 by 3-10%).
+// bench/results/spline.md's n = 256 rows compare it with the generic kernel.
+inline std::size_t tile_width_avx2(std::int64_t n, std::size_t elem_size, std::size_t m) {
+    const std::size_t l2 = tile_width(n, elem_size, std::size_t(-1));
+    std::size_t tw = l2;
+    if (l2 < 128) {
+        tw = (std::size_t(4) << 20) / (gamma_rows(n) * 8);
+        tw = std::max<std::size_t>(32, std::min<std::size_t>(256, tw / 32 * 32));
+    }
+    return std::min(tw, m);
 }
 
 }  // namespace letcc

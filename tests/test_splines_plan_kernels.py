@@ -63,7 +63,7 @@ def test_each_kernel_matches_scipy(rng, kernel, n, m, nu):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("n,m", [(1, 5), (2, 7), (3, 9), (4, 1), (5, 6), (64, 1000), (200, 777), (64, 5003)])
+@pytest.mark.parametrize("n,m", [(1, 5), (2, 7), (3, 9), (4, 1), (5, 6), (64, 1000), (200, 777), (64, 5003), (300, 600)])
 def test_the_two_kernels_agree(rng, dtype, n, m):
     if not HAS_AVX2:
         pytest.skip(f"only one kernel on this CPU/build ({letcc.plan_kernel()})")
@@ -127,3 +127,17 @@ def test_set_plan_kernel_rejects_bad_names():
     with pytest.raises(TypeError, match="must be a str, got int"):
         letcc.set_plan_kernel(2)
     assert letcc.plan_kernel() in ("avx2", f"generic-{letcc.kernel_isa()}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,m", [(64, 3000), (300, 600), (1030, 300)])
+def test_each_kernel_gives_identical_results_on_one_and_two_threads(rng, kernel, threads, dtype, n, m):
+    # several tiles with a tail (tile widths depend on the kernel and n, never
+    # on the thread count)
+    x = knots(rng, n)
+    plan = letcc.SplineSmoother(x, rng.uniform(-1.0, 1.0, 50), lam=1e-4, method="banded")
+    y = rng.normal(size=(n, m)).astype(dtype)
+    letcc.set_num_threads(1)
+    one = plan(y)
+    letcc.set_num_threads(2)
+    np.testing.assert_array_equal(plan(y), one)
