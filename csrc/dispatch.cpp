@@ -53,11 +53,13 @@ __attribute__((target("avx2,fma"))) void plan_tile_avx2_f32(const PlanTables& p,
     kernels_avx2::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
 }
 
+#define AVX2_OR_NULL(f) f
 bool cpu_has_avx2_fma() {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 #else
+#define AVX2_OR_NULL(f) nullptr
 bool cpu_has_avx2_fma() { return false; }
 #endif
 
@@ -79,22 +81,29 @@ double* aligned64(double* buf) {
 
 }  // namespace
 
+// Both dtypes: the AVX2 kernel where it is chosen, else the generic clones;
+// either way on the caller's buffer aligned up to 64 bytes.
+template <class T, class Avx2, class Generic>
+void plan_tile_dispatch(Avx2 avx2, Generic generic, const PlanTables& p, const T* y, std::size_t ldy, T* out,
+                        std::size_t ldo, std::size_t c0, std::size_t tw, double* buf, bool stream,
+                        std::size_t prefetch_cols) {
+    (void)avx2;
+#if defined(LETCC_HAVE_AVX2_KERNEL)
+    if (use_avx2_kernel()) return avx2(p, y, ldy, out, ldo, c0, tw, aligned64(buf), stream, prefetch_cols);
+#endif
+    generic(p, y, ldy, out, ldo, c0, tw, aligned64(buf), stream, prefetch_cols);
+}
+
 void plan_tile_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out, std::size_t ldo,
                    std::size_t c0, std::size_t tw, double* buf, bool stream, std::size_t prefetch_cols) {
-#if defined(LETCC_HAVE_AVX2_KERNEL)
-    if (use_avx2_kernel())
-        return plan_tile_avx2_f64(p, y, ldy, out, ldo, c0, tw, aligned64(buf), stream, prefetch_cols);
-#endif
-    plan_tile_generic_f64(p, y, ldy, out, ldo, c0, tw, aligned64(buf), stream, prefetch_cols);
+    plan_tile_dispatch<double>(AVX2_OR_NULL(plan_tile_avx2_f64), plan_tile_generic_f64, p, y, ldy, out, ldo, c0, tw,
+                               buf, stream, prefetch_cols);
 }
 
 void plan_tile_f32(const PlanTables& p, const float* y, std::size_t ldy, float* out, std::size_t ldo,
                    std::size_t c0, std::size_t tw, double* buf, bool stream, std::size_t prefetch_cols) {
-#if defined(LETCC_HAVE_AVX2_KERNEL)
-    if (use_avx2_kernel())
-        return plan_tile_avx2_f32(p, y, ldy, out, ldo, c0, tw, aligned64(buf), stream, prefetch_cols);
-#endif
-    plan_tile_generic_f32(p, y, ldy, out, ldo, c0, tw, aligned64(buf), stream, prefetch_cols);
+    plan_tile_dispatch<float>(AVX2_OR_NULL(plan_tile_avx2_f32), plan_tile_generic_f32, p, y, ldy, out, ldo, c0, tw,
+                              buf, stream, prefetch_cols);
 }
 
 void set_plan_kernel(const std::string& name) {
