@@ -8,7 +8,9 @@
 
 #include <cstring>
 #include <memory>
+#include <chrono>
 #include <sstream>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -222,13 +224,9 @@ private:
     void run_banded(const T* y, T* out, std::size_t m, int threads) const {
         const std::size_t tw = plan_tile_width(tables_.n, sizeof(T), m);
         const std::size_t work = m * static_cast<std::size_t>(tables_.n + tables_.q);
-        // Threads take tiles in turn, so a thread's next tile starts about
-        // `nthreads` tiles on: that is the one worth prefetching.
-        const std::size_t ntiles = (m + tw - 1) / tw;
-        const int want = threads > 0 ? threads : ThreadPool::instance().num_threads();
-        const std::size_t nthreads =
-            (work < kParallelMinElems) ? 1 : std::min<std::size_t>(ntiles, static_cast<std::size_t>(want));
-        const std::size_t prefetch_cols = nthreads * tw;
+        // Each thread runs a contiguous stretch of tiles (thread_pool.hpp), so
+        // its next tile is the adjacent one: that is the one worth prefetching.
+        const std::size_t prefetch_cols = tw;
         // (The generic kernel streams float64 only: see dispatch.cpp.)
         const bool stream = static_cast<std::size_t>(tables_.q) * m * sizeof(T) >= kStreamMinBytes;
         py::gil_scoped_release release;
@@ -493,6 +491,39 @@ PYBIND11_MODULE(_core, mod) {
         py::arg("x"), py::arg("w"), py::arg("lams"), py::arg("at"), py::arg("nu") = 0);
     mod.def("set_num_threads", [](int k) { ThreadPool::instance().set_num_threads(k); }, py::arg("k"));
     mod.def("get_num_threads", []() { return ThreadPool::instance().num_threads(); });
+    mod.def(
+        "_thread_pool_check",
+        [](std::size_t ntiles, int threads, double wait_s) {
+            // For the tests: runs a parallel_for whose first tile (the caller's
+            // run starts at tile 0) waits until another thread has taken a tile
+            // from that same run, which only happens if idle threads help with
+            // the others' runs. Returns how often each tile ran and whether the
+            // wait ended that way (false: it gave up after wait_s seconds).
+            std::vector<std::atomic<int>> counts(ntiles);
+            std::atomic<bool> helped{false};
+            const std::thread::id caller = std::this_thread::get_id();
+            const std::size_t caller_run_end = ntiles / static_cast<std::size_t>(std::max(threads, 1));
+            bool waited_ok = true;
+            {
+                py::gil_scoped_release release;
+                ThreadPool::instance().parallel_for(ntiles, threads, [&](std::size_t t) {
+                    counts[t].fetch_add(1);
+                    if (std::this_thread::get_id() != caller && t < caller_run_end) helped.store(true);
+                    if (t == 0 && std::this_thread::get_id() == caller) {
+                        const auto until = std::chrono::steady_clock::now() +
+                                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                               std::chrono::duration<double>(wait_s));
+                        while (!helped.load() && std::chrono::steady_clock::now() < until)
+                            std::this_thread::sleep_for(std::chrono::microseconds(200));
+                        waited_ok = helped.load();
+                    }
+                });
+            }
+            std::vector<int> out(ntiles);
+            for (std::size_t t = 0; t < ntiles; ++t) out[t] = counts[t].load();
+            return py::make_tuple(out, waited_ok);
+        },
+        py::arg("ntiles"), py::arg("threads"), py::arg("wait_s") = 10.0);
     mod.def("kernel_isa", []() { return std::string(kernel_isa()); });
     mod.def("plan_kernel", &plan_kernel);
     mod.def(
