@@ -11,16 +11,6 @@ from scipy.interpolate import make_smoothing_spline
 import letcc
 
 HAS_AVX2 = letcc.plan_kernel() == "avx2"
-KERNELS = ["generic", pytest.param("avx2", marks=pytest.mark.skipif(
-    not HAS_AVX2, reason=f"this CPU/build runs {letcc.plan_kernel()}, not the AVX2 kernel"))]
-
-
-@pytest.fixture(params=KERNELS)
-def kernel(request):
-    """Runs the test with one plan kernel forced, then restores the default."""
-    letcc.set_plan_kernel(request.param)
-    yield request.param
-    letcc.set_plan_kernel("auto")
 
 
 @pytest.fixture

@@ -118,7 +118,7 @@ SCIPY_CASES = [(n, lam) for n in (5, 17, 64) for lam in (1e-8, 1e-5, 1e-3, 1e-1)
 
 @pytest.mark.parametrize("n,lam", SCIPY_CASES)
 @pytest.mark.parametrize("weighted", [False, True])
-def test_matches_scipy_make_smoothing_spline(rng, n, lam, weighted):
+def test_matches_scipy_make_smoothing_spline(rng, n, lam, weighted, kernel):
     x = jittered_knots(rng, n)
     w = rng.uniform(0.3, 3.0, n) if weighted else None
     y = rng.normal(size=(n, 3))
@@ -246,7 +246,7 @@ def chebyshev_second_kind(n):
 @pytest.mark.parametrize("n", [5, 64, 1024])
 @pytest.mark.parametrize("lam", [1e-8, 1e-6, 1e-4, 1e-2, 1.0])
 @pytest.mark.parametrize("knots", ["jittered", "chebyshev"])
-def test_float32_within_1e6_of_float64(rng, n, lam, knots):
+def test_float32_within_1e6_of_float64(rng, n, lam, knots, kernel):
     x = jittered_knots(rng, n, -1.0, 1.0) if knots == "jittered" else chebyshev_second_kind(n)
     y32 = (rng.normal(size=(n, 6)) * 10.0).astype(np.float32)
     y64 = y32.astype(np.float64)  # same numbers: what is compared is the arithmetic
