@@ -64,7 +64,9 @@ bool cpu_has_avx2_fma() { return false; }
 #endif
 
 // Which plan kernel runs: set_plan_kernel's choice, or the fastest one this
-// CPU has (decided once).
+// CPU has (decided once). Read per tile: switching during a call from another
+// thread mixes kernels across its tiles, which is still correct (both compute
+// the same float64 arithmetic) but not bit-for-bit repeatable.
 enum PlanKernel : int { kAuto = 0, kGeneric = 1, kAvx2 = 2 };
 std::atomic<int> g_plan_kernel{kAuto};
 
@@ -113,7 +115,9 @@ void set_plan_kernel(const std::string& name) {
         g_plan_kernel = kGeneric;
     } else if (name == "avx2") {
         if (!cpu_has_avx2_fma())
-            throw std::invalid_argument("plan kernel 'avx2' needs a CPU with AVX2 and FMA (and an x86-64 GCC/Clang build); this one has not");
+            throw std::invalid_argument(
+                "plan kernel 'avx2' needs an x86-64 GCC/Clang build and a CPU with AVX2 and FMA; this CPU or build "
+                "lacks them (plan_kernel() says which kernel runs)");
         g_plan_kernel = kAvx2;
     } else {
         throw std::invalid_argument("plan kernel must be 'auto', 'generic' or 'avx2', got '" + name + "'");
