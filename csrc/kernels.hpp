@@ -156,6 +156,11 @@ LETCC_INLINE void plan_tile(const PlanTables& p, const T* LETCC_RESTRICT y, std:
     }
     const std::int64_t last = (n >= 3) ? std::min<std::int64_t>(1, n - 1) : n - 1;
     for (std::int64_t kk = last; kk >= 0; --kk) eval_interval(kk);
+#if defined(__SSE2__) && defined(__GNUC__)
+    // Non-temporal stores are weakly ordered: fence them before the thread
+    // pool tells the caller this tile is done.
+    if (stream) _mm_sfence();
+#endif
 }
 
 // Fit only: g = y - lam W^-1 Q gamma and gamma at the knots, for the

@@ -275,6 +275,9 @@ __attribute__((target("avx2,fma"))) inline void plan_tile(const PlanTables& p, c
     }
     const std::int64_t last = (n >= 3) ? std::min<std::int64_t>(1, n - 1) : n - 1;
     for (std::int64_t kk = last; kk >= 0; --kk) eval_interval(p, kk, y, ldy, out, ldo, c0, tw, bs, buf, stream);
+    // Non-temporal stores are weakly ordered: fence them before the thread
+    // pool tells the caller this tile is done.
+    if (stream) _mm_sfence();
 }
 
 }  // namespace kernels_avx2
