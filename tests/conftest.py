@@ -15,6 +15,16 @@ def rng(request):
     return np.random.default_rng([base, zlib.crc32(request.node.nodeid.encode())])
 
 
+@pytest.fixture
+def threads():
+    """Restores the compiled core's thread count after a test changes it."""
+    import letcc
+
+    before = letcc.get_num_threads()
+    yield
+    letcc.set_num_threads(before)
+
+
 def _plan_kernels():
     import letcc
 

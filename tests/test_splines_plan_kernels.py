@@ -13,13 +13,6 @@ import letcc
 HAS_AVX2 = letcc.plan_kernel() == "avx2"
 
 
-@pytest.fixture
-def threads():
-    before = letcc.get_num_threads()
-    yield
-    letcc.set_num_threads(before)
-
-
 def knots(rng, n):
     return np.sort(rng.uniform(-1.0, 1.0, n)) if n < 3 else np.linspace(-1, 1, n) + rng.uniform(-0.3, 0.3, n) / n
 

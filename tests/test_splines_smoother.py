@@ -20,14 +20,6 @@ def method(request):
     return request.param
 
 
-@pytest.fixture
-def threads():
-    """Restores the thread count a test changes."""
-    before = letcc.get_num_threads()
-    yield
-    letcc.set_num_threads(before)
-
-
 def close(a, b, tol=1e-12):
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     assert a.shape == b.shape

@@ -27,12 +27,8 @@ def test_one_tile_runs_on_the_caller():
     assert not helped  # nobody else to help: the wait gave up
 
 
-def test_the_pool_still_works_after_the_thread_count_changes():
-    before = letcc.get_num_threads()
-    try:
-        for k in (2, 1, 3, 2):
-            letcc.set_num_threads(k)
-            counts, _ = _core._thread_pool_check(9, 0, wait_s=0.0)  # 0: the pool's thread count
-            assert counts == [1] * 9
-    finally:
-        letcc.set_num_threads(before)
+def test_the_pool_still_works_after_the_thread_count_changes(threads):
+    for k in (2, 1, 3, 2):
+        letcc.set_num_threads(k)
+        counts, _ = _core._thread_pool_check(9, 0, wait_s=0.0)  # 0: the pool's thread count
+        assert counts == [1] * 9
