@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from letcc.codes._arrays import as_array, is_torch_tensor
+from letcc.codes._arrays import as_array, is_torch_tensor, take_rows
 
 
 def as_count(n, name: str, minimum: int = 1) -> int:
@@ -59,6 +59,14 @@ class Code(ABC):
 
     def _available(self, available, allow_empty: bool = False) -> np.ndarray:
         """`available` as an int64 array of distinct indices in 0..N-1 (order kept)."""
+        # Fast path for what the runtime passes on every round, a list or tuple
+        # of plain ints: Python checks on a dozen ints cost about 2 us, the
+        # numpy checks below about 10 us. Anything that fails them takes the
+        # general path, which finds and names the offending entry.
+        if type(available) in (list, tuple) and available:
+            n = self.N
+            if all(type(v) is int and 0 <= v < n for v in available) and len(set(available)) == len(available):
+                return np.array(available, dtype=np.int64)
         if is_torch_tensor(available):
             available = available.detach().cpu().numpy()
         arr = np.asarray(available)
@@ -90,6 +98,16 @@ class Code(ABC):
         if X.shape[0] != self.K:
             raise ValueError(f"X has {X.shape[0]} rows but the code encodes K = {self.K} inputs")
         return X
+
+    def _ascending(self, avail: np.ndarray, Y):
+        """(avail sorted, Y's rows in that order): the decoders' operators take
+        their columns in ascending worker order. Y is not touched when the
+        workers are listed in ascending order already."""
+        order = avail.argsort(kind="stable")
+        srt = avail[order]
+        if (srt != avail).any():
+            Y = take_rows(Y, order)
+        return srt, Y
 
     def _outputs(self, Y, avail: np.ndarray):
         Y = as_array(Y, "Y")

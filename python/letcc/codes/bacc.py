@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from letcc.codes._arrays import take_rows
 from letcc.codes._base import Code, as_count
 from letcc.codes._plan_cache import PlanCache
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
@@ -102,10 +101,8 @@ class BACC(Code):
     def decode(self, Y, available):
         avail = self._available(available)
         Y = self._outputs(Y, avail)
-        order = np.argsort(avail, kind="stable")
-        if np.any(order[:-1] > order[1:]):
-            Y = take_rows(Y, order)  # the operator's columns follow ascending nodes
-        return self._decoder_op(avail[order])(Y)
+        srt, Y = self._ascending(avail, Y)
+        return self._decoder_op(srt)(Y)
 
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0

@@ -16,9 +16,10 @@ import numpy as np
 from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._base import Code, as_count
 from letcc.codes._plan_cache import PlanCache
-from letcc.codes.lam_defaults import resolve_lam_dec, resolve_lam_enc
+from letcc.codes.lam_defaults import LocalGapLam, resolve_lam_dec, resolve_lam_enc
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv, smoother_rows
+from letcc.splines.smoother_rows import smoother_rows_checked
 from letcc.splines._validation import as_lam
 
 __all__ = ["LeTCC", "spline_decoder_matrix"]
@@ -89,6 +90,12 @@ class LeTCC(Code):
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
         self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
         self._lam_dec_kind, self._lam_dec_value = resolve_lam_dec(lam_dec)
+        # The built-in policy's lams are a function of the answering set alone
+        # and valid by construction: its decoders are cached by the set, and a
+        # cached decode skips the policy and the checks of its answer.
+        fn = self._lam_dec_value
+        self._set_keyed = (self._lam_dec_kind == "policy_at" and type(getattr(fn, "__self__", None)) is LocalGapLam
+                           and getattr(fn, "__func__", None) is LocalGapLam.lam_dec_at)
         self.lam_dec = lam_dec
         self.lam_enc = resolve_lam_enc(lam_enc, lam_dec, self.K, self.N)
         self.encoder = SplineSmoother(self.alpha, self.beta, lam=self.lam_enc)
@@ -147,6 +154,10 @@ class LeTCC(Code):
         return self._plan(sorted_idx, Y)
 
     def _plan(self, sorted_idx: np.ndarray, Y_sorted):
+        if self._set_keyed:
+            plan, lam = self._decoders.get(("set", sorted_idx.tobytes()), lambda: self._build_set_keyed(sorted_idx))
+            self.last_lam_dec = lam
+            return plan
         beta_av = self.beta[sorted_idx]
         lam = self._lam_dec_for(beta_av)
         if isinstance(lam, np.ndarray):
@@ -164,14 +175,25 @@ class LeTCC(Code):
         return self._decoders.get((sorted_idx.tobytes(), lam),
                                   lambda: SplineSmoother(beta_av, self.alpha, lam=lam))
 
+    def _build_set_keyed(self, sorted_idx: np.ndarray):
+        """(plan, lam) for the built-in policy on this answering set: the same
+        operators as the general path, without re-checking what the policy
+        and the code's own nodes guarantee. lam is read-only (it is handed
+        out again on every decode of this set)."""
+        beta_av = self.beta[sorted_idx]
+        lam = self._lam_dec_value(beta_av, self.alpha, self.N, self.K)
+        if isinstance(lam, np.ndarray):
+            if lam.min() != lam.max():
+                return DenseOperator._from_checked(smoother_rows_checked(beta_av, self.alpha, lam)), lam
+            lam = float(lam[0])  # one lam after all: the banded spline plan
+        return SplineSmoother(beta_av, self.alpha, lam=lam), lam
+
     def decode(self, Y, available):
         """Y (len(available), ...) outputs of workers `available` (any order) -> (K, ...)."""
         avail = self._available(available)
         Y = self._outputs(Y, avail)
-        order = np.argsort(avail, kind="stable")
-        if np.any(order[:-1] > order[1:]):
-            Y = take_rows(Y, order)  # the spline wants its knots ascending
-        return self._plan(avail[order], Y)(Y)
+        srt, Y = self._ascending(avail, Y)
+        return self._plan(srt, Y)(Y)
 
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0

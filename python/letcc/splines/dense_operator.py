@@ -27,11 +27,28 @@ class DenseOperator(LinearMap):
         if bad.any():
             i, j = np.argwhere(bad)[0]
             raise ValueError(f"the operator has a non-finite entry a[{i}, {j}] = {a[i, j]}")
-        self._a = np.ascontiguousarray(a)
-        self._op = _core.DenseOperator(self._a)
-        self.q, self.n = self._a.shape
+        self._setup(np.ascontiguousarray(a))
+
+    def _setup(self, a: np.ndarray) -> None:
+        self._a = a
+        self._op = _core.DenseOperator(a)
+        self.q, self.n = a.shape
         self._apply = self._op.apply
         self._device_copies = {}
+
+    @classmethod
+    def _from_checked(cls, a: np.ndarray) -> "DenseOperator":
+        """An operator on `a` without the argument checks, for a caller that
+        built `a` itself: a C-contiguous float64 (q, n) array, q, n >= 1. Only
+        finiteness is checked (one pass); a non-finite `a` goes through the
+        constructor for its message. A decoder whose answering set changes
+        every round builds one of these per decode, where the checks cost more
+        than the operator."""
+        if not np.isfinite(a).all():
+            return cls(a)
+        op = cls.__new__(cls)
+        op._setup(a)
+        return op
 
     def matrix(self) -> np.ndarray:
         """The (q, n) float64 matrix (a copy)."""

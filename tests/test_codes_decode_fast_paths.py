@@ -1,0 +1,116 @@
+"""The decoders' per-call fast paths give exactly what the general paths give.
+
+A production loop decodes every round, often with a new answering set, so
+LeTCC with its default lam policy caches decoders by the set and builds new
+ones without re-checking what the code guarantees, and `available` given as a
+list of ints skips numpy's checks. These tests hold the fast paths to the
+general ones (bit for bit) and the errors to the same messages.
+"""
+import numpy as np
+import pytest
+
+import letcc
+from letcc.codes import BACC, LeTCC, Replication
+from letcc.codes.lam_defaults import DEFAULT_POLICY, LocalGapLam
+from letcc.splines import DenseOperator, smoother_rows
+from letcc.splines.smoother_rows import smoother_rows_checked
+
+CODES = [lambda: LeTCC(4, 8), lambda: BACC(4, 8), lambda: Replication(4, 2)]
+
+
+def general_policy(beta_available, alpha, N, K):
+    """DEFAULT_POLICY seen through a user policy: LeTCC takes its general path."""
+    return DEFAULT_POLICY.lam_dec_at(beta_available, alpha, N, K)
+
+
+class UserPolicy:
+    lam_dec_at = staticmethod(general_policy)
+
+
+@pytest.mark.parametrize("make", CODES)
+def test_available_kinds_agree(make, rng):
+    code = make()
+    for _ in range(20):
+        a = rng.permutation(code.N)[: rng.integers(1, code.N + 1)]
+        want = code._available(a)
+        assert want.dtype == np.int64 and np.array_equal(want, a)
+        for kind in (list, tuple):
+            got = code._available(kind(int(v) for v in a))
+            assert got.dtype == np.int64 and np.array_equal(got, want)
+        assert np.array_equal(code._available([np.int64(v) for v in a]), want)
+
+
+@pytest.mark.parametrize("make", CODES)
+@pytest.mark.parametrize("available, exc, match", [
+    ((1, 3, 1), ValueError, "lists worker 1 more than once"),
+    ((0, 8), ValueError, r"available\[1\] = 8 is not a worker index in 0..7"),
+    ((-1, 2), ValueError, r"available\[0\] = -1 is not a worker index"),
+    ((0.5, 2), TypeError, "integer worker indices"),
+    ((2, "1"), TypeError, "integer worker indices"),
+])
+def test_bad_tuples_get_the_general_errors(make, available, exc, match):
+    with pytest.raises(exc, match=match):
+        make().decode(np.zeros((len(available), 2)), available)
+
+
+@pytest.mark.parametrize("K, N", [(8, 16), (5, 12), (1, 4)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_set_keyed_decoders_equal_the_general_path(rng, K, N, dtype):
+    fast, general = LeTCC(K, N), LeTCC(K, N, lam_dec=UserPolicy())
+    assert fast._set_keyed and not general._set_keyed
+    sizes = list(range(1, N + 1)) + [int(rng.integers(1, N + 1)) for _ in range(20)]
+    for size in sizes:
+        a = rng.permutation(N)[:size].tolist()
+        Y = rng.standard_normal((size, 3, 2)).astype(dtype)
+        got = fast.decode(Y, a)
+        want = general.decode(Y, a)
+        assert got.dtype == dtype and got.shape == (K, 3, 2)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(fast.last_lam_dec, general.last_lam_dec)
+        assert type(fast.decoder_plan(a)) is type(general.decoder_plan(a))
+        np.testing.assert_array_equal(fast.decoder_plan(a).matrix(), general.decoder_plan(a).matrix())
+
+
+def test_set_keyed_lams_are_read_only_and_cached(rng):
+    code = LeTCC(8, 16)
+    Y = rng.standard_normal((12, 4))
+    a = [3, 0, 15, 7, 9, 1, 2, 11, 12, 5, 6, 14]
+    first = code.decode(Y, a)
+    lam = code.last_lam_dec
+    assert isinstance(lam, np.ndarray) and lam.shape == (8,) and not lam.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        lam[0] = 1.0
+    again = code.decode(Y[::-1], a[::-1])     # same set, other order: a cache hit
+    np.testing.assert_array_equal(first, again)
+    assert (code._decoders.hits, code._decoders.misses) == (1, 1)
+    assert code.last_lam_dec is lam
+
+
+def test_only_the_builtin_policy_is_set_keyed():
+    assert LeTCC(4, 8)._set_keyed and LeTCC(4, 8, lam_dec=LocalGapLam(c_dec=1e-2))._set_keyed
+
+    class Tweaked(LocalGapLam):
+        def lam_dec_at(self, beta_available, alpha, N, K):
+            return 2.0 * super().lam_dec_at(beta_available, alpha, N, K)
+
+    for lam_dec in (Tweaked(), UserPolicy(), 1e-3, "gcv"):
+        assert not LeTCC(4, 8, lam_dec=lam_dec)._set_keyed
+
+
+def test_smoother_rows_checked_equals_smoother_rows(rng):
+    for n in (1, 2, 3, 7, 40):
+        x = np.sort(rng.uniform(-1, 1, n)) + np.arange(n) * 1e-3
+        at = rng.uniform(-1.2, 1.2, 9)
+        lams = rng.uniform(0, 1e-2, 9)
+        np.testing.assert_array_equal(smoother_rows_checked(x, at, lams), smoother_rows(x, at, lams))
+
+
+def test_dense_operator_from_checked(rng):
+    a = rng.standard_normal((5, 7))
+    y = rng.standard_normal((7, 30)).astype(np.float32)
+    op = DenseOperator._from_checked(np.ascontiguousarray(a))
+    assert (op.q, op.n) == (5, 7) and isinstance(op, letcc.splines.DenseOperator)
+    np.testing.assert_array_equal(op(y), DenseOperator(a)(y))
+    a[2, 3] = np.inf
+    with pytest.raises(ValueError, match=r"non-finite entry a\[2, 3\] = inf"):
+        DenseOperator._from_checked(a)
