@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import multiprocessing as mp
 import os
+import pickle
 import selectors
 import sys
 import time
@@ -338,16 +339,27 @@ class LocalBackend:
         """Hand round r to `workers` (their slots already hold the coded inputs)."""
         if len(workers):
             self._ctl_view[np.asarray(workers)] = r     # before the message: see worker_main
+        # Pickled once per distinct message (once per round with virtual delays)
+        # with plain pickle, which Connection.recv reads like its own; the
+        # ForkingPickler of Connection.send costs more than the pipe write.
+        wire: dict = {}
         for j in workers:
-            self._send(j, ("task", r, b, float(sleep_s[j]), self._chunk_rows))
+            s = float(sleep_s[j])
+            data = wire.get(s)
+            if data is None:
+                data = wire[s] = pickle.dumps(("task", r, b, s, self._chunk_rows), pickle.HIGHEST_PROTOCOL)
+            self._send_bytes(j, data)
 
     def cancel(self, workers) -> None:
         if len(workers):
             self._ctl_view[np.asarray(workers)] = -1
 
     def _send(self, j: int, msg) -> bool:
+        return self._send_bytes(j, pickle.dumps(msg, pickle.HIGHEST_PROTOCOL))
+
+    def _send_bytes(self, j: int, data: bytes) -> bool:
         try:
-            self._res.handles[j].conn.send(msg)
+            self._res.handles[j].conn.send_bytes(data)
             return True
         except OSError:         # it just died; its sentinel will say so
             return False
