@@ -30,6 +30,12 @@ namespace {
 // Below this many elements a call runs on the calling thread: waking the pool
 // costs more than it saves.
 constexpr std::size_t kParallelMinElems = 1 << 16;
+// The same for the dense kernel, which does about a third of the banded
+// kernel's work per element: with m * (n + q) under about 2^19 a second thread
+// saved nothing or lost time on the 2-core dev machine, where waking a pool
+// thread costs tens of microseconds (q = 8, n = 12 and q = 16, n = 8, float32:
+// 1 vs 2 threads 0.8-1.2x up to 4.8e5 elements, 1.2-1.3x at 1e6, 1.9-3x at 3e6).
+constexpr std::size_t kDenseParallelMinElems = 1 << 19;
 // Outputs at least this large are written with non-temporal stores:
 // they do not stay in the caches anyway, and streaming saves reading every
 // destination line before writing it.
@@ -135,6 +141,7 @@ void run_dense_map(const std::vector<double>& a64, const std::vector<float>& a32
                    const T* y, T* out, std::size_t m, int threads) {
     const std::size_t tw = std::min<std::size_t>(kernels::kDenseTile, m);
     const std::size_t work = m * static_cast<std::size_t>(n + q);
+    if (work < kDenseParallelMinElems) threads = 1;
     py::gil_scoped_release release;
     for_each_tile(m, tw, work, threads, [&](std::size_t c0, std::size_t w) {
         auto& buf = tls_buffer(static_cast<std::size_t>(n) * kernels::kDenseTile);

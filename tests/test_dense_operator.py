@@ -78,3 +78,21 @@ def test_bad_inputs(rng):
         op(np.ones((3, 2)), np.empty((2, 5)))
     with pytest.raises(TypeError, match="out has dtype float32 but y has dtype float64"):
         op(np.ones((3, 2)), np.empty((2, 2), dtype=np.float32))
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-13), (np.float32, 2e-6)])
+@pytest.mark.parametrize("m", [20000, 30000, 60001])  # m * (n + q) = 4e5 (one thread), 6e5, 1.2e6
+def test_one_and_two_threads_agree_around_the_parallel_threshold(rng, threads, dtype, tol, m):
+    import letcc
+
+    a = rng.standard_normal((8, 12))
+    y = rng.standard_normal((12, m)).astype(dtype)
+    op = DenseOperator(a)
+    got = {}
+    for k in (1, 2):
+        letcc.set_num_threads(k)
+        got[k] = op(y)
+    np.testing.assert_array_equal(got[1], got[2])
+    ref = a @ y.astype(np.float64)
+    scale = np.abs(a).sum(axis=1, keepdims=True) * np.abs(y).max()
+    assert np.all(np.abs(got[2] - ref) <= tol * scale)

@@ -146,7 +146,9 @@ def test_matrix_at_the_knots_has_the_smoother_trace(rng):
 # ---------------------------------------------------------------- threads
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_one_and_two_threads_give_identical_results(rng, threads, dtype, method):
-    n, m = 32, 5000  # enough work for the core to split column tiles over threads
+    # enough work for both kernels to split column tiles over threads (the dense
+    # one needs m * (n + q) >= 2**19, the banded one 2**16)
+    n, m = 32, 10000
     x = knots(rng, n)
     at = rng.uniform(-1.1, 1.1, n)
     y = rng.normal(size=(n, m)).astype(dtype)

@@ -389,8 +389,11 @@ class CodedInference:
                 missing = sorted(set(workers) - set(answered))
                 raise TimeoutError(f"round {r}: {self.code!r} cannot decode from workers {answered} "
                                    f"(missing {missing}; failures {waiter.failed or 'none'})")
-            Y = self._backend.outputs(answered, B)
-            est = self.code.decode(Y, answered)
+            # gathered in ascending worker order: the decoders want their columns
+            # that way, so decode() uses these rows as they are (no second copy)
+            answered_sorted = sorted(answered)
+            Y = self._backend.outputs(answered_sorted, B)
+            est = self.code.decode(Y, answered_sorted)
             est = np.asarray(est)
             out = np.ascontiguousarray(est.swapaxes(0, 1)).reshape((B * self.K,) + est.shape[2:])
             t_dec = time.perf_counter()
