@@ -146,6 +146,8 @@ def run_runtime(backend, N, K, S, rounds, simulate, X, factory=pool_head):
                               seed=0) as ci:
         for _ in range(20):                     # warm-up: probe, page faults, plan caches
             ci(X)
+        workers = [p for p in ci._backend.worker_pids() if p] if backend == "local" else []
+        cpu0 = (cpu_seconds([os.getpid()]), cpu_seconds(workers))
         for _ in range(rounds):
             t = time.perf_counter()
             ci(X)
@@ -157,7 +159,79 @@ def run_runtime(backend, N, K, S, rounds, simulate, X, factory=pool_head):
             enc.append(info.t_encode)
             wait.append(info.t_wait - base)
             dec.append(info.t_decode)
-    return over, enc, wait, dec
+        cpu = ((cpu_seconds([os.getpid()]) - cpu0[0]) / rounds,
+               (cpu_seconds(workers) - cpu0[1]) / rounds if workers else float("nan"))
+    return over, enc, wait, dec, cpu
+
+
+def cpu_seconds(pids):
+    """User + system CPU seconds of these processes (all their threads) from
+    /proc; nan where /proc is missing. Clock ticks are 10 ms: meaningful over
+    hundreds of rounds, not per round."""
+    total = 0
+    try:
+        for pid in pids:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+# ---- the bare pipes floor ----------------------------------------------------
+
+_ECHO = "import os, sys\nr, w = int(sys.argv[1]), int(sys.argv[2])\nwhile os.read(r, 1) == b'x':\n    os.write(w, b'd')\n"
+
+
+def bare_pipes(n_workers, rounds):
+    """One byte to each of n_workers processes and one byte back, through pipes,
+    with no Python framework around it (os.write / os.read in a loop): the
+    kernel's and the hypervisor's part of a round's wake-ups. Returns the median
+    round (s) and the master's and the workers' CPU seconds per round."""
+    import selectors
+    import subprocess
+
+    procs, to_w, from_w = [], [], []
+    sel = selectors.DefaultSelector()
+    try:
+        for _ in range(n_workers):
+            r1, w1 = os.pipe()
+            r2, w2 = os.pipe()
+            procs.append(subprocess.Popen([sys.executable, "-c", _ECHO, str(r1), str(w2)], pass_fds=(r1, w2)))
+            os.close(r1)
+            os.close(w2)
+            to_w.append(w1)
+            from_w.append(r2)
+            sel.register(r2, selectors.EVENT_READ)
+
+        def one_round():
+            for fd in to_w:
+                os.write(fd, b"x")
+            got = 0
+            while got < n_workers:
+                for key, _ in sel.select():
+                    got += len(os.read(key.fd, 64))
+
+        for _ in range(50):
+            one_round()
+        pids = [p.pid for p in procs]
+        c0 = (cpu_seconds([os.getpid()]), cpu_seconds(pids))
+        times = []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            one_round()
+            times.append(time.perf_counter() - t)
+        cpu = ((cpu_seconds([os.getpid()]) - c0[0]) / rounds, (cpu_seconds(pids) - c0[1]) / rounds)
+        return float(np.median(times)), cpu
+    finally:
+        for fd in to_w:
+            os.close(fd)                    # EOF: the echo loops end
+        for p in procs:
+            p.wait(timeout=10)
+        for fd in from_w:
+            sel.unregister(fd)
+            os.close(fd)
 
 
 def run_threads(N, K, S, rounds, simulate, X):
@@ -203,16 +277,20 @@ def main():
             for backend in backends:
                 rounds = args.ray_rounds if backend == "ray" else args.rounds
                 t0 = time.perf_counter()
+                cpu = (float("nan"), float("nan"))
                 if backend == "threads":
+                    c0 = cpu_seconds([os.getpid()])
                     over = run_threads(N, K, S, rounds, simulate, X)
+                    cpu = ((cpu_seconds([os.getpid()]) - c0) / (rounds + 20), float("nan"))
                     enc = wait = dec = None
                 else:
-                    over, enc, wait, dec = run_runtime(backend, N, K, S, rounds, simulate, X)
+                    over, enc, wait, dec, cpu = run_runtime(backend, N, K, S, rounds, simulate, X)
                 med, p99 = stats(over)
                 row = dict(N=N, K=K, S=S, simulate=simulate, backend=backend, rounds=rounds, median=med, p99=p99,
                            enc=np.median(enc) * 1e3 if enc else float("nan"),
                            wait=np.median(wait) * 1e3 if wait else float("nan"),
-                           dec=np.median(dec) * 1e3 if dec else float("nan"))
+                           dec=np.median(dec) * 1e3 if dec else float("nan"),
+                           cpu_master=cpu[0] * 1e3, cpu_workers=cpu[1] * 1e3)
                 rows.append(row)
                 print(f"N={N:2d} {simulate:7s} {backend:7s} overhead median {med:7.2f} ms  p99 {p99:7.2f} ms   "
                       f"(encode {row['enc']:.2f}, wait-beyond-delay {row['wait']:.2f}, decode {row['dec']:.2f}) "
@@ -224,11 +302,15 @@ def main():
     for N in (4, 16):
         K, S = N // 2, N // 4
         Xt = np.random.default_rng(1).standard_normal((K, 8)).astype(np.float32)
-        over, enc, wait, dec = run_runtime("local", N, K, S, args.rounds, "virtual", Xt, factory=tiny_factory)
+        over, enc, wait, dec, cpu = run_runtime("local", N, K, S, args.rounds, "virtual", Xt, factory=tiny_factory)
         med, p99 = stats(over)
-        machinery.append((N, med, p99, np.median(wait) * 1e3))
+        bare, bare_cpu = bare_pipes(N - S, args.rounds)
+        machinery.append((N, med, p99, np.median(wait) * 1e3, cpu[0] * 1e3, cpu[1] * 1e3,
+                          bare * 1e3, bare_cpu[0] * 1e3, bare_cpu[1] * 1e3))
         print(f"N={N:2d} virtual local, 8-float inputs, trivial model: median {med:.2f} ms  p99 {p99:.2f} ms "
-              f"(wait {np.median(wait) * 1e3:.2f})", flush=True)
+              f"(wait {np.median(wait) * 1e3:.2f}; CPU per round: master {cpu[0] * 1e3:.2f}, workers "
+              f"{cpu[1] * 1e3:.2f} ms); bare pipes to {N - S} processes: {bare * 1e3:.3f} ms (CPU master "
+              f"{bare_cpu[0] * 1e3:.3f}, workers {bare_cpu[1] * 1e3:.3f} ms)", flush=True)
     load_after = os.getloadavg()
     # encode alone, and the copy the runtime pays because code.encode has no out= yet
     code = letcc.LeTCC(8, 16)
@@ -271,14 +353,21 @@ def write_results(rows, args, load_before, load_after, enc_line, machinery=()):
         "",
         "Target for the local backend at N = 16: median < 2 ms, p99 < 5 ms.",
         "",
-        "| N | delays | backend | median (ms) | p99 (ms) | encode (ms) | wait - delay (ms) | decode (ms) | rounds |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "CPU columns: CPU time per round (user + system, all threads, from /proc over all the rounds) of the "
+        "master process (the threads floor: the whole process) and of the worker processes together; on 2 cores "
+        "a round cannot take less wall time than (master + workers) / 2.",
+        "",
+        "| N | delays | backend | median (ms) | p99 (ms) | encode (ms) | wait - delay (ms) | decode (ms) "
+        "| CPU master (ms) | CPU workers (ms) | rounds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def f(v):
+        return "-" if not np.isfinite(v) else f"{v:.2f}"
     for r in rows:
-        def f(v):
-            return "-" if not np.isfinite(v) else f"{v:.2f}"
         lines.append(f"| {r['N']} | {r['simulate']} | {r['backend']} | {r['median']:.2f} | {r['p99']:.2f} | "
-                     f"{f(r['enc'])} | {f(r['wait'])} | {f(r['dec'])} | {r['rounds']} |")
+                     f"{f(r['enc'])} | {f(r['wait'])} | {f(r['dec'])} | {f(r['cpu_master'])} | "
+                     f"{f(r['cpu_workers'])} | {r['rounds']} |")
     lines += [""]
     for N in sorted({r["N"] for r in rows}):
         for sim in ("sleep", "virtual"):
@@ -291,9 +380,14 @@ def write_results(rows, args, load_before, load_after, enc_line, machinery=()):
     if machinery:
         lines += ["The machinery alone (local backend, virtual delays, 8-float inputs and a trivial model, so "
                   "encode, decode and the model cost next to nothing): what processes, pipes, wake-ups and the "
-                  "master's Python cost per round.", "",
-                  "| N | median (ms) | p99 (ms) | wait (ms) |", "|---|---|---|---|"]
-        lines += [f"| {N} | {med:.2f} | {p99:.2f} | {w:.2f} |" for N, med, p99, w in machinery]
+                  "master's Python cost per round. Next to it, the bare pipes floor: one byte to each of the N - S "
+                  "processes a round is sent to and one byte back, os.write / os.read in a loop with no Python "
+                  "framework (the kernel's and the hypervisor's part of the same wake-ups).", "",
+                  "| N | median (ms) | p99 (ms) | wait (ms) | CPU master (ms) | CPU workers (ms) "
+                  "| bare pipes round (ms) | bare CPU master (ms) | bare CPU workers (ms) |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {N} | {med:.2f} | {p99:.2f} | {w:.2f} | {f(cm)} | {f(cw)} | {b:.3f} | {bm:.3f} | {bw:.3f} |"
+                  for N, med, p99, w, cm, cw, b, bm, bw in machinery]
         lines += [""]
     (RESULTS / "runtime_overhead.md").write_text("\n".join(lines))
     print(f"wrote {RESULTS / 'runtime_overhead.md'}")

@@ -26,7 +26,7 @@ __all__ = ["main", "build_parser", "find_bench_dir", "BENCHMARKS"]
 
 DEFAULT_OUT = "letcc-results"
 # the master-side overhead benchmarks `letcc bench` runs by default: name -> script in bench/
-BENCHMARKS = {"runtime": "runtime_overhead.py", "spline": "spline.py"}
+BENCHMARKS = {"runtime": "runtime_overhead.py", "spline": "spline.py", "decode": "decode_overhead.py"}
 
 
 class CLIError(Exception):
