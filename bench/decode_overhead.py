@@ -12,7 +12,10 @@ matmul with the decoder matrix already built for that set.
 cache off and the lam policy's memo cleared before each call, so every call
 builds its decoder. Worker outputs are float32, (answers, m) with m = 10
 (one input's logits) and m = 10000 (a batch of 10 inputs x 1000 classes),
-in arrival order (not sorted), as the runtime passes them.
+in arrival order (not sorted), as a caller collecting answers passes them
+(letcc.CodedInference gathers them in ascending worker order, which saves the
+reordering; with wide rows the dense decoders permute their columns instead
+of copying the rows, letcc.codes._base.PERMUTE_MIN_ROW_ITEMS).
 
 Run (BLAS variables unset, as for every benchmark here):
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/decode_overhead.py

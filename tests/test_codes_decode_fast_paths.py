@@ -114,3 +114,53 @@ def test_dense_operator_from_checked(rng):
     a[2, 3] = np.inf
     with pytest.raises(ValueError, match=r"non-finite entry a\[2, 3\] = inf"):
         DenseOperator._from_checked(a)
+
+
+DECODERS = {
+    "letcc-default": lambda K, N: LeTCC(K, N),
+    "letcc-fixed": lambda K, N: LeTCC(K, N, lam_dec=1e-4),
+    "letcc-user-policy": lambda K, N: LeTCC(K, N, lam_dec=UserPolicy()),
+    "bacc": lambda K, N: BACC(K, N),
+}
+TOL = {np.float32: 2e-6, np.float64: 1e-13}
+
+
+@pytest.mark.parametrize("name", sorted(DECODERS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("trailing", [(1,), (255,), (256,), (3, 100), (1000,)])
+def test_answers_out_of_order_decode_like_sorted_ones(rng, name, dtype, trailing):
+    """Wide rows out of order: the dense decoders permute their columns instead
+    of copying Y; every other case copies Y into order. Same estimates."""
+    K, N = 8, 16
+    code = DECODERS[name](K, N)
+    for _ in range(5):
+        a = rng.permutation(N)[:12]
+        Y = rng.standard_normal((12,) + trailing).astype(dtype)
+        got = code.decode(Y, a.tolist())
+        order = np.argsort(a)
+        want = code.decode(Y[order], a[order].tolist())
+        assert got.dtype == dtype and got.shape == (K,) + trailing
+        M = code.decoder_matrix(a) if isinstance(code, BACC) else code.decoder_plan(a).matrix()
+        scale = np.abs(M).sum(axis=1).max() * np.abs(Y).max()
+        np.testing.assert_allclose(got, want, rtol=0, atol=TOL[dtype] * scale)
+
+
+@pytest.mark.parametrize("name, wide, copies", [
+    ("letcc-default", True, False), ("bacc", True, False),          # dense decoders permute columns
+    ("letcc-default", False, True), ("bacc", False, True),          # narrow rows: copying is cheaper
+    ("letcc-fixed", True, True), ("letcc-user-policy", True, True),  # banded plan / policy may want GCV
+])
+def test_which_decodes_copy_the_rows(monkeypatch, rng, name, wide, copies):
+    import letcc.codes._base as base
+
+    code = DECODERS[name](8, 16)
+    a = [5, 0, 9, 3, 12, 1, 7, 15, 2, 10, 4, 14]
+    Y = rng.standard_normal((12, base.PERMUTE_MIN_ROW_ITEMS if wide else base.PERMUTE_MIN_ROW_ITEMS - 1))
+    calls = []
+    real = base.take_rows
+    monkeypatch.setattr(base, "take_rows", lambda *args: calls.append(1) or real(*args))
+    code.decode(Y, a)
+    assert bool(calls) == copies
+    calls.clear()
+    code.decode(Y[np.argsort(a)], sorted(a))        # ascending: never a copy
+    assert not calls

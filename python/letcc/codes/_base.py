@@ -20,6 +20,12 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from letcc.codes._arrays import as_array, is_torch_tensor, take_rows
+from letcc.splines import DenseOperator
+
+# Items per output row from which decoding answers listed out of order permutes
+# a dense decoder's columns instead of copying the rows (bench/decode_overhead.py:
+# at 10000 items a row the copy was about a third of a cached decode).
+PERMUTE_MIN_ROW_ITEMS = 256
 
 
 def as_count(n, name: str, minimum: int = 1) -> int:
@@ -99,15 +105,29 @@ class Code(ABC):
             raise ValueError(f"X has {X.shape[0]} rows but the code encodes K = {self.K} inputs")
         return X
 
-    def _ascending(self, avail: np.ndarray, Y):
-        """(avail sorted, Y's rows in that order): the decoders' operators take
-        their columns in ascending worker order. Y is not touched when the
-        workers are listed in ascending order already."""
+    def _decode_rows(self, avail: np.ndarray, Y, plan, permutable: bool = True):
+        """Decode Y, whose row i is worker avail[i]'s output.
+
+        ``plan(sorted_idx, Y_sorted)`` gives the decoder of the ascending set,
+        whose columns follow ascending worker order (Y_sorted is passed as
+        None when the decoder is wanted without data; `permutable` says that
+        is allowed). Rows listed in ascending order are used as they are.
+        Otherwise Y's rows are copied into that order, unless the decoder is a
+        DenseOperator and Y a numpy array with wide rows: then the decoder's
+        columns are put into Y's order instead, which copies a (K, F) matrix
+        rather than F rows of Y."""
         order = avail.argsort(kind="stable")
         srt = avail[order]
-        if (srt != avail).any():
-            Y = take_rows(Y, order)
-        return srt, Y
+        if not (srt != avail).any():
+            return plan(srt, Y)(Y)
+        if permutable and type(Y) is np.ndarray and Y.size >= PERMUTE_MIN_ROW_ITEMS * Y.shape[0]:
+            op = plan(srt, None)
+            if isinstance(op, DenseOperator):
+                inverse = np.empty_like(order)
+                inverse[order] = np.arange(order.shape[0])
+                return op._with_columns(inverse)(Y)
+        Y = take_rows(Y, order)
+        return plan(srt, Y)(Y)
 
     def _outputs(self, Y, avail: np.ndarray):
         Y = as_array(Y, "Y")

@@ -101,8 +101,7 @@ class BACC(Code):
     def decode(self, Y, available):
         avail = self._available(available)
         Y = self._outputs(Y, avail)
-        srt, Y = self._ascending(avail, Y)
-        return self._decoder_op(srt)(Y)
+        return self._decode_rows(avail, Y, lambda srt, _: self._decoder_op(srt))
 
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0

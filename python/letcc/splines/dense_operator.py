@@ -50,6 +50,13 @@ class DenseOperator(LinearMap):
         op._setup(a)
         return op
 
+    def _with_columns(self, perm: np.ndarray) -> "DenseOperator":
+        """The operator whose column i is this one's column perm[i] (checked:
+        its entries are this operator's)."""
+        op = type(self).__new__(type(self))
+        op._setup(np.ascontiguousarray(self._a[:, perm]))
+        return op
+
     def matrix(self) -> np.ndarray:
         """The (q, n) float64 matrix (a copy)."""
         return self._a.copy()
