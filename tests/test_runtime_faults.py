@@ -25,7 +25,6 @@ import pytest
 
 import letcc
 from letcc.runtime.coded_inference import CodedInference
-from letcc.runtime.shm_slots import SHM_PREFIX
 from letcc.runtime.worker_main import worker_rank
 from letcc.stragglers import FixedCount, StragglerDraw
 

@@ -10,8 +10,6 @@ on how fast the machine is.
 from __future__ import annotations
 
 import functools
-import math
-import os
 
 import numpy as np
 import pytest

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 __all__ = ["main", "build_parser", "find_bench_dir", "BENCHMARKS"]
 

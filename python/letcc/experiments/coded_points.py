@@ -9,7 +9,7 @@ between neighbouring pixels, relative to the inputs' own).
 from __future__ import annotations
 
 import time
-from typing import Dict, Optional
+from typing import Dict
 
 import numpy as np
 

@@ -101,10 +101,12 @@ def run_demo(cfg: DemoConfig = DemoConfig(), *, output=None, progress: bool = Tr
     ``letcc.experiments.sweep.train_config``); training uses ``train_threads`` torch threads
     (1 by default: LeNet-5 gains nothing from more, and on a busy machine they spin-wait).
     """
-    import torch
+    # imported here, before the workers start, so the fork server preloads it
+    # (runtime/local_backend.py): replacement workers then start in milliseconds
+    import torch  # noqa: F401
 
     from letcc import metrics
-    from letcc.codes import BACC, LeTCC, Uncoded
+    from letcc.codes import BACC, Uncoded
     from letcc.experiments import ModelFactory, ensure_weights, load_dataset
     from letcc.experiments.evaluation import letcc_code_for, parse_lam
     from letcc.experiments.sweep import model_record, train_config
@@ -186,7 +188,7 @@ def format_demo(result: Dict) -> str:
         "",
         f"model: {result['model']['note']}",
         f"base accuracy on these {result['images']} test images: {100 * result['base_accuracy']:.2f}%",
-        f"MSE on softmax outputs (vs the model run directly); RelAcc = accuracy / base accuracy.",
+        "MSE on softmax outputs (vs the model run directly); RelAcc = accuracy / base accuracy.",
         f"stragglers: {result['straggler_model']}",
         f"LeTCC lam: {li['lam']} (lam_enc={li['lam_enc']}, lam_dec={li['lam_dec']}); "
         f"LeTCC and BACC decoded from the same workers in {result['same_answering_sets_letcc_bacc']}.",

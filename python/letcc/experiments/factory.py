@@ -23,7 +23,6 @@ import inspect
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 import torch
