@@ -201,6 +201,7 @@ def fake_bench(tmp_path):
         print("runtime table", " ".join(sys.argv[1:]))
     """))
     (d / "spline.py").write_text("print('spline table')\n")
+    (d / "decode_overhead.py").write_text("print('decode table')\n")
     (d / "broken.py").write_text("raise SystemExit(3)\n")
     return d
 
@@ -208,11 +209,12 @@ def fake_bench(tmp_path):
 def test_bench_runs_the_default_benchmarks_with_this_python(capsys, fake_bench):
     code, res, err = run_cli(capsys, "bench", "--bench-dir", fake_bench, "--json", "--bench-args", "--quick")
     assert code == 0, err
-    assert [r["name"] for r in res["runs"]] == ["runtime", "spline"]
+    assert [r["name"] for r in res["runs"]] == ["runtime", "spline", "decode"]
     assert res["runs"][0]["stdout"].strip() == "runtime table --quick"
     assert res["runs"][1]["stdout"].strip() == "spline table"
+    assert res["runs"][2]["stdout"].strip() == "decode table"
     code, res, _ = run_cli(capsys, "bench", "--bench-dir", fake_bench, "--list", "--json")
-    assert code == 0 and res["available"] == ["broken", "runtime_overhead", "spline"]
+    assert code == 0 and res["available"] == ["broken", "decode_overhead", "runtime_overhead", "spline"]
 
 
 def test_bench_failures_are_reported(capsys, fake_bench, monkeypatch):

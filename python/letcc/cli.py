@@ -427,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_coded_points)
 
     p = sub.add_parser("bench", help="run the master-side overhead benchmarks in the repository's bench/",
-                       description="Runs bench/runtime_overhead.py and bench/spline.py (or the named ones) "
+                       description="Runs bench/runtime_overhead.py, bench/spline.py and bench/decode_overhead.py (or the named ones) "
                                    "with this Python; they print their tables and write bench/results/. "
                                    "Needs a source checkout: bench/ is not installed with the package.")
     p.add_argument("names", nargs="*", help=f"benchmarks to run (default: {' '.join(BENCHMARKS)}); "
