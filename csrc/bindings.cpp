@@ -30,11 +30,13 @@ namespace {
 // Below this many elements a call runs on the calling thread: waking the pool
 // costs more than it saves.
 constexpr std::size_t kParallelMinElems = 1 << 16;
-// The same for the dense kernel, which does about a third of the banded
-// kernel's work per element: with m * (n + q) under about 2^19 a second thread
-// saved nothing or lost time on the 2-core dev machine, where waking a pool
-// thread costs tens of microseconds (q = 8, n = 12 and q = 16, n = 8, float32:
-// 1 vs 2 threads 0.8-1.2x up to 4.8e5 elements, 1.2-1.3x at 1e6, 1.9-3x at 3e6).
+// The same for the dense kernel, which does far less work per element than the
+// banded one: on the 2-core dev machine, where a pool thread takes around
+// 100 us to wake, calls with m * (n + q) up to 5e5 ran as fast on one thread as
+// on two (the helper mostly woke after the caller had finished: 1 vs 2 threads
+// 1.0x in most of 40 cases, 0.8-1.65x in the noisy rest), and 1.1-1.85x faster
+// on two from 8e5 (q x n from 8 x 12 to 32 x 32, float32 and float64). Below
+// the threshold the call does not wake the pool: the other core stays free.
 constexpr std::size_t kDenseParallelMinElems = 1 << 19;
 // Outputs at least this large are written with non-temporal stores:
 // they do not stay in the caches anyway, and streaming saves reading every
