@@ -192,8 +192,9 @@ class LeTCC(Code):
         """Y (len(available), ...) outputs of workers `available` (any order) -> (K, ...)."""
         avail = self._available(available)
         Y = self._outputs(Y, avail)
-        # a decoder without data: any policy but GCV and user policies (which may ask for GCV)
-        return self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed or self._lam_dec_kind == "fixed")
+        # only the built-in policy gives dense decoders without looking at Y (a
+        # fixed lam is a banded plan; GCV and user policies may need Y)
+        return self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
 
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0
