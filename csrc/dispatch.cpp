@@ -1,7 +1,13 @@
 // Instantiates the tile kernels for each dtype and, on x86-64 with GCC or
-// Clang, clones them for AVX-512, AVX2+FMA and baseline x86-64: a wheel built
-// anywhere runs on any x86-64 and still uses the wide vectors where the CPU
-// has them (the loader's ifunc resolver picks once, at load time).
+// Clang, builds the compiler-vectorised ones three times: for AVX-512, for
+// AVX2 with FMA, and for baseline x86-64. A wheel built anywhere runs on any
+// x86-64 and still uses the wide vectors and fused multiply-adds where the CPU
+// has them; the build is chosen once per process from the CPU's features.
+//
+// Not GCC's target_clones: it splits a clone string at commas, so
+// target_clones("avx2,fma") makes one clone for AVX2 *without* FMA and one for
+// FMA without AVX2, and its resolver picked the AVX2 one (mul + add, no FMA)
+// on every AVX2+FMA CPU.
 #include "dispatch.hpp"
 
 #include <atomic>
@@ -14,29 +20,84 @@
 #include "kernels_avx2.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LETCC_NO_CLONES)
-#define LETCC_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
-#else
-#define LETCC_CLONES
+#define LETCC_X86_DISPATCH 1
+#define LETCC_TARGET_AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define LETCC_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #endif
 
 namespace letcc {
 
 namespace {
 
-// The compiler-vectorised plan kernel (kernels.hpp), cloned per instruction set.
-// It was measured with non-temporal stores helping float64 only, so float32
-// never streams here.
-LETCC_CLONES void plan_tile_generic_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out,
-                                        std::size_t ldo, std::size_t c0, std::size_t tw, double* buf, bool stream,
-                                        std::size_t prefetch_cols) {
-    kernels::plan_tile<double>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
+// The instruction set the compiler-vectorised kernels were built for and run
+// with on this CPU, decided once.
+enum class Isa : int { kBaseline, kAvx2Fma, kAvx512 };
+
+#if defined(LETCC_X86_DISPATCH)
+bool cpu_has_avx2_fma() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
-LETCC_CLONES void plan_tile_generic_f32(const PlanTables& p, const float* y, std::size_t ldy, float* out,
-                                        std::size_t ldo, std::size_t c0, std::size_t tw, double* buf, bool,
-                                        std::size_t prefetch_cols) {
-    kernels::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf, false, prefetch_cols);
+Isa detect_isa() {
+    if (!cpu_has_avx2_fma()) return Isa::kBaseline;
+    return __builtin_cpu_supports("avx512f") ? Isa::kAvx512 : Isa::kAvx2Fma;
 }
+
+// NAME_avx512, NAME_avx2 and NAME_baseline: the same CALL compiled for each
+// instruction set (the kernels it inlines are built with the caller's target),
+// and NAME calling the one this CPU runs. PARAMS and ARGS are parenthesised.
+#define LETCC_MULTIVERSION(NAME, PARAMS, ARGS, CALL)                                        \
+    LETCC_TARGET_AVX512 static void NAME##_avx512 PARAMS { CALL; }                           \
+    LETCC_TARGET_AVX2 static void NAME##_avx2 PARAMS { CALL; }                               \
+    static void NAME##_baseline PARAMS { CALL; }                                             \
+    void NAME PARAMS {                                                                       \
+        pick_isa(NAME##_avx512, NAME##_avx2, NAME##_baseline) ARGS;                          \
+    }
+#else
+bool cpu_has_avx2_fma() { return false; }
+Isa detect_isa() { return Isa::kBaseline; }
+#define LETCC_MULTIVERSION(NAME, PARAMS, ARGS, CALL) \
+    void NAME PARAMS { CALL; }
+#endif
+
+Isa cpu_isa() {
+    static const Isa isa = detect_isa();
+    return isa;
+}
+
+// set_kernel_isa's choice (-1: the CPU's best). Read on every tile call (one
+// relaxed load); a switch during a call from another thread mixes builds across
+// its tiles, which is still correct, only not bit-for-bit repeatable.
+std::atomic<int> g_isa_override{-1};
+
+Isa active_isa() {
+    const int o = g_isa_override.load(std::memory_order_relaxed);
+    return o < 0 ? cpu_isa() : static_cast<Isa>(o);
+}
+
+template <class F>
+F pick_isa(F avx512, F avx2, F baseline) {
+    switch (active_isa()) {
+        case Isa::kAvx512: return avx512;
+        case Isa::kAvx2Fma: return avx2;
+        default: return baseline;
+    }
+}
+
+// The compiler-vectorised plan kernel (kernels.hpp). It was measured with
+// non-temporal stores helping float64 only, so float32 never streams here.
+LETCC_MULTIVERSION(plan_tile_generic_f64,
+                   (const PlanTables& p, const double* y, std::size_t ldy, double* out, std::size_t ldo,
+                    std::size_t c0, std::size_t tw, double* buf, bool stream, std::size_t prefetch_cols),
+                   (p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols),
+                   kernels::plan_tile<double>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols))
+
+LETCC_MULTIVERSION(plan_tile_generic_f32,
+                   (const PlanTables& p, const float* y, std::size_t ldy, float* out, std::size_t ldo,
+                    std::size_t c0, std::size_t tw, double* buf, bool stream, std::size_t prefetch_cols),
+                   (p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols),
+                   ((void)stream, kernels::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf, false, prefetch_cols)))
 
 #if defined(LETCC_HAVE_AVX2_KERNEL)
 __attribute__((target("avx2,fma"))) void plan_tile_avx2_f64(const PlanTables& p, const double* y, std::size_t ldy,
@@ -54,13 +115,8 @@ __attribute__((target("avx2,fma"))) void plan_tile_avx2_f32(const PlanTables& p,
 }
 
 #define AVX2_OR_NULL(f) f
-bool cpu_has_avx2_fma() {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
 #else
 #define AVX2_OR_NULL(f) nullptr
-bool cpu_has_avx2_fma() { return false; }
 #endif
 
 // Which plan kernel runs: set_plan_kernel's choice, or the fastest one this
@@ -70,10 +126,10 @@ bool cpu_has_avx2_fma() { return false; }
 enum PlanKernel : int { kAuto = 0, kGeneric = 1, kAvx2 = 2 };
 std::atomic<int> g_plan_kernel{kAuto};
 
+// "auto" follows set_kernel_isa: a forced baseline build runs the generic kernel.
 bool use_avx2_kernel() {
-    static const bool has = cpu_has_avx2_fma();
     const int k = g_plan_kernel.load(std::memory_order_relaxed);
-    return k == kAvx2 || (k == kAuto && has);
+    return k == kAvx2 || (k == kAuto && active_isa() != Isa::kBaseline);
 }
 
 double* aligned64(double* buf) {
@@ -83,7 +139,7 @@ double* aligned64(double* buf) {
 
 }  // namespace
 
-// Both dtypes: the AVX2 kernel where it is chosen, else the generic clones;
+// Both dtypes: the AVX2 kernel where it is chosen, else the generic builds;
 // either way on the caller's buffer aligned up to 64 bytes.
 template <class T, class Avx2, class Generic>
 void plan_tile_dispatch(Avx2 avx2, Generic generic, const PlanTables& p, const T* y, std::size_t ldy, T* out,
@@ -133,40 +189,73 @@ std::string plan_kernel() {
     return std::string("generic-") + kernel_isa();
 }
 
-LETCC_CLONES void fit_tile_f64(const PlanTables& p, const double* lam_over_w, const double* ih,
-                               const double* y, std::size_t ldy, double* g, double* gam, std::size_t ldo,
-                               std::size_t c0, std::size_t tw, double* buf) {
-    kernels::solve_tile<double>(p, y, ldy, c0, tw, buf);
-    kernels::fit_tile<double>(p, lam_over_w, ih, y, ldy, g, gam, ldo, c0, tw, buf);
-}
+LETCC_MULTIVERSION(fit_tile_f64,
+                   (const PlanTables& p, const double* lam_over_w, const double* ih, const double* y,
+                    std::size_t ldy, double* g, double* gam, std::size_t ldo, std::size_t c0, std::size_t tw,
+                    double* buf),
+                   (p, lam_over_w, ih, y, ldy, g, gam, ldo, c0, tw, buf),
+                   (kernels::solve_tile<double>(p, y, ldy, c0, tw, buf),
+                    kernels::fit_tile<double>(p, lam_over_w, ih, y, ldy, g, gam, ldo, c0, tw, buf)))
 
-LETCC_CLONES void fit_tile_f32(const PlanTables& p, const double* lam_over_w, const double* ih,
-                               const float* y, std::size_t ldy, float* g, float* gam, std::size_t ldo,
-                               std::size_t c0, std::size_t tw, double* buf) {
-    kernels::solve_tile<float>(p, y, ldy, c0, tw, buf);
-    kernels::fit_tile<float>(p, lam_over_w, ih, y, ldy, g, gam, ldo, c0, tw, buf);
-}
+LETCC_MULTIVERSION(fit_tile_f32,
+                   (const PlanTables& p, const double* lam_over_w, const double* ih, const float* y,
+                    std::size_t ldy, float* g, float* gam, std::size_t ldo, std::size_t c0, std::size_t tw,
+                    double* buf),
+                   (p, lam_over_w, ih, y, ldy, g, gam, ldo, c0, tw, buf),
+                   (kernels::solve_tile<float>(p, y, ldy, c0, tw, buf),
+                    kernels::fit_tile<float>(p, lam_over_w, ih, y, ldy, g, gam, ldo, c0, tw, buf)))
 
-LETCC_CLONES void dense_tile_f64(const double* A, std::int64_t q, std::int64_t n, const double* y,
-                                 std::size_t ldy, double* out, std::size_t ldo, std::size_t c0, std::size_t tw,
-                                 double* pack) {
-    kernels::dense_tile<double>(A, q, n, y, ldy, out, ldo, c0, tw, pack);
-}
+LETCC_MULTIVERSION(dense_tile_f64,
+                   (const double* A, std::int64_t q, std::int64_t n, const double* y, std::size_t ldy,
+                    double* out, std::size_t ldo, std::size_t c0, std::size_t tw, double* pack),
+                   (A, q, n, y, ldy, out, ldo, c0, tw, pack),
+                   kernels::dense_tile<double>(A, q, n, y, ldy, out, ldo, c0, tw, pack))
 
-LETCC_CLONES void dense_tile_f32(const float* A, std::int64_t q, std::int64_t n, const float* y,
-                                 std::size_t ldy, float* out, std::size_t ldo, std::size_t c0, std::size_t tw,
-                                 float* pack) {
-    kernels::dense_tile<float>(A, q, n, y, ldy, out, ldo, c0, tw, pack);
+LETCC_MULTIVERSION(dense_tile_f32,
+                   (const float* A, std::int64_t q, std::int64_t n, const float* y, std::size_t ldy,
+                    float* out, std::size_t ldo, std::size_t c0, std::size_t tw, float* pack),
+                   (A, q, n, y, ldy, out, ldo, c0, tw, pack),
+                   kernels::dense_tile<float>(A, q, n, y, ldy, out, ldo, c0, tw, pack))
+
+#if defined(LETCC_X86_DISPATCH)
+namespace {
+const char* isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::kAvx512: return "avx512";
+        case Isa::kAvx2Fma: return "avx2";
+        default: return "baseline";
+    }
 }
+}  // namespace
+#endif
 
 const char* kernel_isa() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LETCC_NO_CLONES)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return "avx512";
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
-    return "baseline";
+#if defined(LETCC_X86_DISPATCH)
+    return isa_name(active_isa());
 #else
     return "native";
+#endif
+}
+
+void set_kernel_isa(const std::string& name) {
+    if (name == "auto") {
+        g_isa_override = -1;
+        return;
+    }
+#if defined(LETCC_X86_DISPATCH)
+    for (Isa isa : {Isa::kBaseline, Isa::kAvx2Fma, Isa::kAvx512}) {
+        if (name != isa_name(isa)) continue;
+        if (static_cast<int>(isa) > static_cast<int>(cpu_isa()))
+            throw std::invalid_argument("kernel ISA '" + name + "' is not available on this CPU, which runs at most '" +
+                                        isa_name(cpu_isa()) + "' (avx2 needs AVX2 and FMA; avx512 also AVX-512F)");
+        g_isa_override = static_cast<int>(isa);
+        return;
+    }
+    throw std::invalid_argument("kernel ISA must be 'auto', 'baseline', 'avx2' or 'avx512', got '" + name + "'");
+#else
+    if (name != "native")
+        throw std::invalid_argument("kernel ISA must be 'auto' or 'native' in this build (no x86-64 dispatch), got '" +
+                                    name + "'");
 #endif
 }
 

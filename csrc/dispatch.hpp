@@ -1,6 +1,6 @@
 // Entry points of the compiled kernels, one per (operation, dtype). They are
 // plain functions so that the dispatch file can build each one for several
-// instruction sets and pick at run time (GCC/Clang target_clones).
+// instruction sets and pick at run time.
 #pragma once
 
 #include <cstddef>
@@ -37,11 +37,18 @@ void dense_tile_f64(const double* A, std::int64_t q, std::int64_t n, const doubl
 void dense_tile_f32(const float* A, std::int64_t q, std::int64_t n, const float* y, std::size_t ldy,
                     float* out, std::size_t ldo, std::size_t c0, std::size_t tw, float* pack);
 
-// The instruction set the clones picked on this CPU ("avx512", "avx2", "baseline").
+// The instruction set the compiler-vectorised kernels (dense, fit, generic
+// plan) run with: "avx512", "avx2" (with FMA) or "baseline" on x86-64, "native"
+// elsewhere. The CPU's best unless set_kernel_isa chose another.
 const char* kernel_isa();
 
+// Run the compiler-vectorised kernels with another build: "auto" (the CPU's
+// best), "baseline", "avx2" or "avx512" (std::invalid_argument where the CPU
+// lacks it). For tests and benchmarks: every build stays reachable on one CPU.
+void set_kernel_isa(const std::string& name);
+
 // Choose the plan kernel: "auto" (the default: AVX2 where the CPU has it),
-// "generic" (kernels.hpp, cloned per instruction set) or "avx2"
+// "generic" (kernels.hpp, built per instruction set) or "avx2"
 // (std::invalid_argument where the CPU lacks it). For tests and benchmarks.
 void set_plan_kernel(const std::string& name);
 // The plan kernel in use: "avx2" or "generic-<isa>".

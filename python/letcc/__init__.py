@@ -63,14 +63,28 @@ def get_num_threads() -> int:
 
 
 def kernel_isa() -> str:
-    """Instruction set the CPU kernels run with on this machine (avx512, avx2, baseline)."""
+    """Instruction set the compiler-vectorised CPU kernels (dense maps, spline
+    fits, the generic plan kernel) run with: ``"avx512"``, ``"avx2"`` (with
+    FMA) or ``"baseline"`` on x86-64, ``"native"`` elsewhere. The CPU's best
+    unless :func:`set_kernel_isa` chose another."""
     return _core.kernel_isa()
+
+
+def set_kernel_isa(name: str) -> None:
+    """Run the compiler-vectorised CPU kernels with another of their builds:
+    ``"auto"`` (the default: the CPU's best), ``"baseline"``, ``"avx2"`` or
+    ``"avx512"`` (ValueError where the CPU lacks it). A forced ``"baseline"``
+    also makes the ``"auto"`` plan kernel the generic one. Every build computes
+    the same operators up to rounding; this exists to compare and test them."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__}")
+    _core.set_kernel_isa(name)
 
 
 def plan_kernel() -> str:
     """The kernel banded SplineSmoother plans run: ``"avx2"`` (hand-written
     AVX2/FMA intrinsics, the default on CPUs that have them) or
-    ``"generic-<isa>"`` (the compiler-vectorised kernel, cloned per
+    ``"generic-<isa>"`` (the compiler-vectorised kernel, built per
     instruction set)."""
     return _core.plan_kernel()
 
@@ -92,6 +106,7 @@ __all__ = [
     "set_num_threads",
     "get_num_threads",
     "kernel_isa",
+    "set_kernel_isa",
     "plan_kernel",
     "set_plan_kernel",
     *_LAZY_ATTRS,
