@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from letcc.runtime.frames import FrameReader, frame, write_all
 from letcc.runtime.shm_slots import SlotArray, new_prefix
 from letcc.runtime.worker_main import STOP, worker_main
 
@@ -46,7 +47,8 @@ class Event(NamedTuple):
 @dataclass
 class _Handle:
     process: object
-    conn: object
+    conn: object                     # kept open; read and written through its fd
+    reader: FrameReader
     state: str = "starting"          # starting | ready | dead
     pid: int | None = None
     failed_starts: int = 0
@@ -207,7 +209,7 @@ class LocalBackend:
         proc.start()
         child.close()
         old = self._res.handles[j]
-        self._res.handles[j] = _Handle(proc, parent, pid=proc.pid,
+        self._res.handles[j] = _Handle(proc, parent, FrameReader(parent.fileno()), pid=proc.pid,
                                        failed_starts=old.failed_starts if old else 0)
         self._sel.register(parent, selectors.EVENT_READ, (j, "conn"))
         self._sel.register(proc.sentinel, selectors.EVENT_READ, (j, "sentinel"))
@@ -339,29 +341,28 @@ class LocalBackend:
         """Hand round r to `workers` (their slots already hold the coded inputs)."""
         if len(workers):
             self._ctl_view[np.asarray(workers)] = r     # before the message: see worker_main
-        # Pickled once per distinct message (once per round with virtual delays)
-        # with plain pickle, which Connection.recv reads like its own; the
-        # ForkingPickler of Connection.send costs more than the pipe write.
+        # Framed once per distinct message (once per round with virtual delays),
+        # plain pickle: Connection.send's ForkingPickler costs more than the write.
         wire: dict = {}
         for j in workers:
             s = float(sleep_s[j])
             data = wire.get(s)
             if data is None:
-                data = wire[s] = pickle.dumps(("task", r, b, s, self._chunk_rows), pickle.HIGHEST_PROTOCOL)
-            self._send_bytes(j, data)
+                data = wire[s] = frame(pickle.dumps(("task", r, b, s, self._chunk_rows), pickle.HIGHEST_PROTOCOL))
+            self._send_framed(j, data)
 
     def cancel(self, workers) -> None:
         if len(workers):
             self._ctl_view[np.asarray(workers)] = -1
 
     def _send(self, j: int, msg) -> bool:
-        return self._send_bytes(j, pickle.dumps(msg, pickle.HIGHEST_PROTOCOL))
+        return self._send_framed(j, frame(pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)))
 
-    def _send_bytes(self, j: int, data: bytes) -> bool:
+    def _send_framed(self, j: int, data: bytes) -> bool:
         try:
-            self._res.handles[j].conn.send_bytes(data)
+            write_all(self._res.handles[j].conn.fileno(), data)
             return True
-        except OSError:         # it just died; its sentinel will say so
+        except OSError:         # it just died (or its pipe is closed); its sentinel will say so
             return False
 
     def poll(self, timeout: float | None) -> list[Event]:
@@ -384,8 +385,9 @@ class LocalBackend:
             h = self._res.handles[j]
             if h.state == "dead":
                 continue
-            # level-triggered: one message per wake-up, the next select returns at once
-            if what == "sentinel" or not self._recv_one(j, h, t, events):
+            # level-triggered: one read per wake-up (every message it completed);
+            # the next select returns at once if more is waiting
+            if what == "sentinel" or not self._recv_ready(j, h, t, events):
                 if j not in dead:
                     dead.append(j)
         for j in dead:                       # messages first: a last answer may precede death
@@ -404,9 +406,10 @@ class LocalBackend:
             events.append(Event("died", j, -1, (code, h.pid), t))
         return events
 
-    def _recv_one(self, j: int, h: _Handle, t: float, events: list) -> bool:
+    def _recv_ready(self, j: int, h: _Handle, t: float, events: list) -> bool:
         try:
-            self._event(j, h, h.conn.recv(), t, events)
+            for data in h.reader.read_ready():
+                self._event(j, h, pickle.loads(data), t, events)
         except (EOFError, OSError):
             return False
         return True
@@ -424,8 +427,8 @@ class LocalBackend:
     def _drain(self, j: int, h: _Handle, t: float, events: list) -> bool:
         """Read every pending message of worker j; False when its pipe is closed."""
         try:
-            while h.conn.poll():
-                self._event(j, h, h.conn.recv(), t, events)
+            while h.reader.poll(0):
+                self._event(j, h, pickle.loads(h.reader.recv()), t, events)
         except (EOFError, OSError):
             return False                     # exiting: reported as died by the caller
         return True

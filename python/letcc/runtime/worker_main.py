@@ -5,7 +5,8 @@ inputs from its slot of the shared input segment, writes ``f(inputs)`` into its
 slot of the shared output segment, and tells the master with a message of a few
 bytes. Every message carries the round id it answers.
 
-Messages, master -> worker (a duplex Pipe per worker):
+Messages (pickled tuples in Connection's framing, letcc.runtime.frames; a
+duplex Pipe per worker), master -> worker:
     ("layout", in_spec, out_spec|None)      attach new segments (shapes changed)
     ("task", round, b, sleep_s, chunk_rows) compute slot rows 0..b-1
     ("probe", round, b)                     compute row 0 only, report its shape
@@ -33,6 +34,7 @@ import traceback
 
 import numpy as np
 
+from letcc.runtime.frames import FrameReader, frame, write_all
 from letcc.runtime.shm_slots import attach
 
 __all__ = ["worker_main", "worker_rank", "prepare_model"]
@@ -91,17 +93,25 @@ def prepare_model(model, device: str):
 class _Worker:
     def __init__(self, rank, conn, ctl_spec, call):
         self.rank = rank
-        self.conn = conn
+        self.conn = conn                # kept open; read and written through its fd
+        self.fd = conn.fileno()
+        self.reader = FrameReader(self.fd)
         self.ctl_mem = attach(ctl_spec)
         self.ctl = self.ctl_mem.slot(0, 1).reshape(-1)   # (N,) int64
         self.call = call
         self.inp = None
         self.out = None
+        # per rows-per-slot b: (input rows, output rows, output row shape, dtype),
+        # built once per layout instead of on every task
+        self._views: dict = {}
+        self._castable: dict = {}       # model output dtype -> fits the output slots
 
     def wanted(self, r: int) -> bool:
         return int(self.ctl[self.rank]) == r
 
     def layout(self, in_spec, out_spec) -> None:
+        self._views.clear()             # drop the views before unmapping what they show
+        self._castable.clear()
         for mem in (self.inp, self.out):
             if mem is not None:
                 mem.close()
@@ -123,11 +133,11 @@ class _Worker:
             if remaining <= 0:
                 return True
             # wake early when the master writes (new round or stop: it moved on)
-            if self.conn.poll(min(remaining, 0.02)) and not self.wanted(r):
+            if self.reader.poll(min(remaining, 0.02)) and not self.wanted(r):
                 return False
             # a pending message with the round still wanted: nothing to wake for
             # (cannot happen with this protocol); avoid spinning on poll()
-            if self.conn.poll(0):
+            if self.reader.poll(0):
                 time.sleep(min(max(remaining, 0.0), 0.02))
 
     def task(self, r: int, b: int, sleep_s: float, chunk_rows: int | None) -> tuple:
@@ -135,17 +145,22 @@ class _Worker:
             return ("cancelled", r)
         if sleep_s > 0 and not self.sleep(sleep_s, r):
             return ("cancelled", r)
-        x = self.inp.slot(self.rank, b)
-        out_spec = self.out.spec
-        y_slot = self.out.slot(self.rank, b)
+        views = self._views.get(b)
+        if views is None:
+            spec = self.out.spec
+            views = self._views[b] = (self.inp.slot(self.rank, b), self.out.slot(self.rank, b),
+                                      tuple(spec.row_shape), np.dtype(spec.dtype))
+        x, y_slot, row_shape, out_dtype = views
         step = b if not chunk_rows else int(chunk_rows)
         for start in range(0, b, step):
             if start and not self.wanted(r):
                 return ("cancelled", r)
             stop = min(b, start + step)
             y = self.call(x[start:stop])
-            if y.shape != (stop - start,) + tuple(out_spec.row_shape) or not np.can_cast(
-                    y.dtype, out_spec.dtype, casting="same_kind"):
+            castable = self._castable.get(y.dtype)
+            if castable is None:
+                castable = self._castable[y.dtype] = bool(np.can_cast(y.dtype, out_dtype, casting="same_kind"))
+            if not castable or y.shape != (stop - start,) + row_shape:
                 return ("shape", r, tuple(y.shape), y.dtype.str, stop - start)
             y_slot[start:stop] = y
         # no last check of ctl: a stale "done" is harmless (the master drops it by
@@ -159,10 +174,10 @@ class _Worker:
         return ("probe", r, tuple(y.shape), y.dtype.str)
 
     def loop(self) -> None:
-        conn = self.conn
+        reader, fd = self.reader, self.fd
         while True:
             try:
-                msg = conn.recv()
+                msg = pickle.loads(reader.recv())
             except (EOFError, OSError):
                 return                      # master gone
             kind = msg[0]
@@ -177,13 +192,13 @@ class _Worker:
             except Exception:
                 reply = ("error", r, traceback.format_exc())
             try:
-                # plain pickle: the master's Connection.recv reads it like its
-                # own, and it costs less than Connection.send's ForkingPickler
-                conn.send_bytes(pickle.dumps(reply, pickle.HIGHEST_PROTOCOL))
+                # plain pickle in Connection's framing, one write (frames.py)
+                write_all(fd, frame(pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)))
             except (BrokenPipeError, OSError):
                 return
 
     def close(self) -> None:
+        self._views.clear()
         for mem in (self.inp, self.out, self.ctl_mem):
             if mem is not None:
                 mem.close()
