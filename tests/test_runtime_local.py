@@ -277,7 +277,9 @@ def test_batch_size_and_input_shape_may_change_between_rounds(rng):
     code = letcc.LeTCC(2, 4)
     with CodedInference(functools.partial(tanh_linear, 6, 3), code) as ci:
         f = tanh_linear(6, 3)
-        for B, shape in [(1, (6,)), (3, (6,)), (2, (2, 3)), (1, (3, 2))]:
+        # revisits a batch size within one layout, and a row shape after others
+        # (workers keep views of their slots per batch size and layout)
+        for B, shape in [(1, (6,)), (3, (6,)), (2, (6,)), (3, (6,)), (2, (2, 3)), (1, (3, 2)), (1, (6,)), (3, (6,))]:
             X = rng.standard_normal((2 * B,) + shape)
             out = ci(X)
             assert out.shape == (2 * B, 3)
