@@ -26,6 +26,7 @@ Writes bench/results/runtime_overhead.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import queue
@@ -57,6 +58,45 @@ class PoolHead:
 
 def pool_head():
     return PoolHead()
+
+
+class TimedPoolHead(PoolHead):
+    """PoolHead that adds its calls and their CPU time (this thread) to its
+    worker's row of a shared (N, 2) float64 array: the model's part of the
+    workers' CPU, measured where it runs (cold caches, 16 processes)."""
+
+    def __init__(self, spec):
+        from letcc.runtime.shm_slots import attach
+        from letcc.runtime.worker_main import worker_rank
+
+        super().__init__()
+        self._mem = attach(spec)
+        self._acc = self._mem.slot(worker_rank(), 1).reshape(2)
+
+    def __call__(self, x):
+        c = time.thread_time()
+        y = super().__call__(x)
+        self._acc[1] += time.thread_time() - c
+        self._acc[0] += 1
+        return y
+
+
+class ModelCpu:
+    """The shared (N, 2) array [calls, CPU seconds] behind TimedPoolHead."""
+
+    def __init__(self, n_workers):
+        from letcc.runtime.shm_slots import SlotArray
+
+        self._arr = SlotArray(f"letcc_bench_{os.getpid()}", n_workers, 1, (2,), np.float64)
+        self.view = self._arr.view(1).reshape(n_workers, 2)
+        self.view[...] = 0.0
+
+    def factory(self):
+        return functools.partial(TimedPoolHead, self._arr.spec)
+
+    def close(self):
+        self.view = None
+        self._arr.close()
 
 
 def tiny_head(x):
@@ -138,29 +178,42 @@ def stats(xs):
 
 
 def run_runtime(backend, N, K, S, rounds, simulate, X, factory=pool_head):
-    """Per-round overhead (s) and the mean breakdown of CodedInference."""
+    """Per-round overhead (s), the mean breakdown of CodedInference and CPU per
+    round (master, workers, and the model calls inside the workers: local
+    backend with the default model only, else nan)."""
     code = letcc.LeTCC(K, N)
     straggle = delay_model(S) if simulate == "sleep" else FixedCount(S)
     over, enc, wait, dec = [], [], [], []
-    with letcc.CodedInference(factory, code, backend=backend, stragglers=straggle, simulate=simulate,
-                              seed=0) as ci:
-        for _ in range(20):                     # warm-up: probe, page faults, plan caches
-            ci(X)
-        workers = [p for p in ci._backend.worker_pids() if p] if backend == "local" else []
-        cpu0 = (cpu_seconds([os.getpid()]), cpu_seconds(workers))
-        for _ in range(rounds):
-            t = time.perf_counter()
-            ci(X)
-            total = time.perf_counter() - t
-            info = ci.last_round
-            k = N - S
-            base = kth_delay(info.delays, k) if simulate == "sleep" else 0.0
-            over.append(total - base)
-            enc.append(info.t_encode)
-            wait.append(info.t_wait - base)
-            dec.append(info.t_decode)
-        cpu = ((cpu_seconds([os.getpid()]) - cpu0[0]) / rounds,
-               (cpu_seconds(workers) - cpu0[1]) / rounds if workers else float("nan"))
+    timed = ModelCpu(N) if backend == "local" and factory is pool_head else None
+    try:
+        with letcc.CodedInference(timed.factory() if timed else factory, code, backend=backend,
+                                  stragglers=straggle, simulate=simulate, seed=0) as ci:
+            return _rounds(ci, backend, N, S, rounds, simulate, X, timed, over, enc, wait, dec)
+    finally:
+        if timed is not None:
+            timed.close()
+
+
+def _rounds(ci, backend, N, S, rounds, simulate, X, timed, over, enc, wait, dec):
+    for _ in range(20):                         # warm-up: probe, page faults, plan caches
+        ci(X)
+    workers = [p for p in ci._backend.worker_pids() if p] if backend == "local" else []
+    model0 = timed.view[:, 1].sum() if timed else float("nan")
+    cpu0 = (cpu_seconds([os.getpid()]), cpu_seconds(workers))
+    for _ in range(rounds):
+        t = time.perf_counter()
+        ci(X)
+        total = time.perf_counter() - t
+        info = ci.last_round
+        k = N - S
+        base = kth_delay(info.delays, k) if simulate == "sleep" else 0.0
+        over.append(total - base)
+        enc.append(info.t_encode)
+        wait.append(info.t_wait - base)
+        dec.append(info.t_decode)
+    cpu = ((cpu_seconds([os.getpid()]) - cpu0[0]) / rounds,
+           (cpu_seconds(workers) - cpu0[1]) / rounds if workers else float("nan"),
+           (timed.view[:, 1].sum() - model0) / rounds if timed else float("nan"))
     return over, enc, wait, dec, cpu
 
 
@@ -277,11 +330,10 @@ def main():
             for backend in backends:
                 rounds = args.ray_rounds if backend == "ray" else args.rounds
                 t0 = time.perf_counter()
-                cpu = (float("nan"), float("nan"))
                 if backend == "threads":
                     c0 = cpu_seconds([os.getpid()])
                     over = run_threads(N, K, S, rounds, simulate, X)
-                    cpu = ((cpu_seconds([os.getpid()]) - c0) / (rounds + 20), float("nan"))
+                    cpu = ((cpu_seconds([os.getpid()]) - c0) / (rounds + 20), float("nan"), float("nan"))
                     enc = wait = dec = None
                 else:
                     over, enc, wait, dec, cpu = run_runtime(backend, N, K, S, rounds, simulate, X)
@@ -290,11 +342,12 @@ def main():
                            enc=np.median(enc) * 1e3 if enc else float("nan"),
                            wait=np.median(wait) * 1e3 if wait else float("nan"),
                            dec=np.median(dec) * 1e3 if dec else float("nan"),
-                           cpu_master=cpu[0] * 1e3, cpu_workers=cpu[1] * 1e3)
+                           cpu_master=cpu[0] * 1e3, cpu_workers=cpu[1] * 1e3, cpu_model=cpu[2] * 1e3)
                 rows.append(row)
                 print(f"N={N:2d} {simulate:7s} {backend:7s} overhead median {med:7.2f} ms  p99 {p99:7.2f} ms   "
-                      f"(encode {row['enc']:.2f}, wait-beyond-delay {row['wait']:.2f}, decode {row['dec']:.2f}) "
-                      f"[{time.perf_counter() - t0:.0f} s]", flush=True)
+                      f"(encode {row['enc']:.2f}, wait-beyond-delay {row['wait']:.2f}, decode {row['dec']:.2f}; "
+                      f"CPU master {row['cpu_master']:.2f}, workers {row['cpu_workers']:.2f}, of which the model "
+                      f"{row['cpu_model']:.2f}) [{time.perf_counter() - t0:.0f} s]", flush=True)
     # the machinery alone: 8-float inputs and a trivial model, so encode, decode
     # and the model cost next to nothing and what is left is processes, pipes,
     # wake-ups and the master's own Python
@@ -317,6 +370,7 @@ def main():
     X = np.random.default_rng(1).standard_normal((8, 1) + SHAPE).astype(np.float32)
     buf = np.empty((16, 1) + SHAPE, np.float32)
     t_enc, t_copy, t_into = [], [], []
+    cpu_into = 0.0
     for _ in range(100):
         t = time.perf_counter()
         coded = code.encode(X)
@@ -324,12 +378,15 @@ def main():
         t = time.perf_counter()
         buf[...] = coded
         t_copy.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        code.encoder(X, out=buf)            # what encode(X, out=slots) would cost
+        t, c = time.perf_counter(), time.process_time()
+        code.encoder(X, out=buf)            # what CodedInference's encode costs
         t_into.append(time.perf_counter() - t)
+        cpu_into += time.process_time() - c
     enc_line = (f"LeTCC(8, 16) encode of 8 x 3x224x224 float32: {np.median(t_enc) * 1e3:.2f} ms; copying the "
                 f"9.6 MB result into the slots: {np.median(t_copy) * 1e3:.2f} ms; the encoder plan writing "
-                f"straight into a preallocated buffer (out=): {np.median(t_into) * 1e3:.2f} ms (medians)")
+                f"straight into a preallocated buffer (out=, what CodedInference does): "
+                f"{np.median(t_into) * 1e3:.2f} ms (medians), {cpu_into / 100 * 1e3:.2f} ms CPU "
+                f"({letcc.get_num_threads()} threads, mean)")
     print(enc_line)
     write_results(rows, args, load_before, load_after, enc_line, machinery)
 
@@ -355,11 +412,14 @@ def write_results(rows, args, load_before, load_after, enc_line, machinery=()):
         "",
         "CPU columns: CPU time per round (user + system, all threads, from /proc over all the rounds) of the "
         "master process (the threads floor: the whole process) and of the worker processes together; on 2 cores "
-        "a round cannot take less wall time than (master + workers) / 2.",
+        "a round cannot take less wall time than (master + workers) / 2. **CPU model**: the part of the "
+        "workers' CPU spent inside the model calls (thread CPU time around each call, local backend), i.e. "
+        "not the runtime's. With the encode's CPU (last line below the table) it is what a round would cost "
+        "on these cores with a runtime that cost nothing.",
         "",
         "| N | delays | backend | median (ms) | p99 (ms) | encode (ms) | wait - delay (ms) | decode (ms) "
-        "| CPU master (ms) | CPU workers (ms) | rounds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| CPU master (ms) | CPU workers (ms) | CPU model (ms) | rounds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def f(v):
@@ -367,7 +427,7 @@ def write_results(rows, args, load_before, load_after, enc_line, machinery=()):
     for r in rows:
         lines.append(f"| {r['N']} | {r['simulate']} | {r['backend']} | {r['median']:.2f} | {r['p99']:.2f} | "
                      f"{f(r['enc'])} | {f(r['wait'])} | {f(r['dec'])} | {f(r['cpu_master'])} | "
-                     f"{f(r['cpu_workers'])} | {r['rounds']} |")
+                     f"{f(r['cpu_workers'])} | {f(r['cpu_model'])} | {r['rounds']} |")
     lines += [""]
     for N in sorted({r["N"] for r in rows}):
         for sim in ("sleep", "virtual"):
