@@ -23,6 +23,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -86,9 +87,15 @@ LETCC_AVX2_FN void forward_one(const PlanTables& p, std::int64_t i, const T* __r
         r = _mm256_fmadd_pd(L1, _mm256_load_pd(z1 + j), r);
         _mm256_store_pd(z + j, r);
     }
-    for (std::size_t j = tw4; j < tw; ++j)
-        z[j] = a * static_cast<double>(ym[j]) + b * static_cast<double>(y0[j]) + c * static_cast<double>(yp[j]) -
-               l2 * z2[j] - l1 * z1[j];
+    // The tail with the vector loop's operations in its order (explicit fma):
+    // a column's result never depends on whether a tile puts it in a tail.
+    for (std::size_t j = tw4; j < tw; ++j) {
+        double r = a * static_cast<double>(ym[j]);
+        r = std::fma(b, static_cast<double>(y0[j]), r);
+        r = std::fma(c, static_cast<double>(yp[j]), r);
+        r = std::fma(-l2, z2[j], r);
+        z[j] = std::fma(-l1, z1[j], r);
+    }
 }
 
 template <class T>
@@ -155,7 +162,7 @@ LETCC_AVX2_FN void back_one(const PlanTables& p, std::int64_t i, std::size_t tw,
         r = _mm256_fmadd_pd(U1, _mm256_load_pd(g1 + j), r);
         _mm256_store_pd(g + j, r);
     }
-    for (std::size_t j = tw4; j < tw; ++j) g[j] = g[j] * d - u2 * g2[j] - u1 * g1[j];
+    for (std::size_t j = tw4; j < tw; ++j) g[j] = std::fma(-u1, g1[j], std::fma(-u2, g2[j], d * g[j]));
 }
 
 // Two steps, knots i and i - 1: gamma_{i+1} is loaded once and gamma_i feeds
@@ -224,9 +231,14 @@ LETCC_AVX2_FN void eval_query(const PlanTables& p, std::int64_t qi, const T* __r
         else
             store4(o + j, r);
     }
-    for (std::size_t j = tw4; j < tw; ++j)
-        o[j] = static_cast<T>(ca * static_cast<double>(ya[j]) + cb * static_cast<double>(yb[j]) + e0 * g0[j] +
-                              e1 * g1[j] + e2 * g2[j] + e3 * g3[j]);
+    for (std::size_t j = tw4; j < tw; ++j) {
+        double r = ca * static_cast<double>(ya[j]);
+        r = std::fma(cb, static_cast<double>(yb[j]), r);
+        r = std::fma(e0, g0[j], r);
+        r = std::fma(e1, g1[j], r);
+        r = std::fma(e2, g2[j], r);
+        o[j] = static_cast<T>(std::fma(e3, g3[j], r));
+    }
 }
 
 template <class T>
