@@ -137,19 +137,28 @@ double* aligned64(double* buf) {
     return reinterpret_cast<double*>((a + 63) & ~std::uintptr_t(63));
 }
 
+// The gamma buffer inside the caller's scratch, 64-byte aligned and
+// kBufferLeadBytes past the tile's first input element modulo 4 KiB (plan.hpp).
+double* placed_buffer(double* buf, const void* tile_input) {
+    const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(aligned64(buf));
+    const std::uintptr_t want = (reinterpret_cast<std::uintptr_t>(tile_input) + kBufferLeadBytes) & 4095;
+    return reinterpret_cast<double*>(base + (((want - base) & 4095) & ~std::uintptr_t(63)));
+}
+
 }  // namespace
 
 // Both dtypes: the AVX2 kernel where it is chosen, else the generic builds;
-// either way on the caller's buffer aligned up to 64 bytes.
+// either way on the buffer placed in the caller's scratch (placed_buffer).
 template <class T, class Avx2, class Generic>
 void plan_tile_dispatch(Avx2 avx2, Generic generic, const PlanTables& p, const T* y, std::size_t ldy, T* out,
                         std::size_t ldo, std::size_t c0, std::size_t tw, double* buf, bool stream,
                         std::size_t prefetch_cols) {
     (void)avx2;
+    double* placed = placed_buffer(buf, y + c0);
 #if defined(LETCC_HAVE_AVX2_KERNEL)
-    if (use_avx2_kernel()) return avx2(p, y, ldy, out, ldo, c0, tw, aligned64(buf), stream, prefetch_cols);
+    if (use_avx2_kernel()) return avx2(p, y, ldy, out, ldo, c0, tw, placed, stream, prefetch_cols);
 #endif
-    generic(p, y, ldy, out, ldo, c0, tw, aligned64(buf), stream, prefetch_cols);
+    generic(p, y, ldy, out, ldo, c0, tw, placed, stream, prefetch_cols);
 }
 
 void plan_tile_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out, std::size_t ldo,

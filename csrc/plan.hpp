@@ -68,9 +68,23 @@ inline std::size_t gamma_rows(std::int64_t n) { return static_cast<std::size_t>(
 // the vector kernels see every row 32-byte aligned.
 inline std::size_t padded_width(std::size_t tw) { return (tw + 3) & ~std::size_t(3); }
 
+// Where the dispatcher puts the gamma buffer inside the caller's scratch: this
+// many bytes past the tile's first input element, modulo 4 KiB (and 64-byte
+// aligned). The passes load float32 input 16 bytes per step and store float64
+// rows 32 bytes per step, so some stores come to match the low 12 address bits
+// of loads a few steps later ("4K aliasing": the CPU holds such loads back);
+// where that happens depends on the buffer's place relative to the input. With
+// the buffer wherever the allocator left it, n = q = 64, m = 150528 float32
+// took 9.4-18 ms on one thread depending on that place (C++ harness, five input
+// placements x 32 buffer placements); this offset ran at the fast end (9.0-9.4
+// ms) for every input placement measured.
+constexpr std::size_t kBufferLeadBytes = 1280;
+
 // Doubles of scratch a caller gives plan_tile_f64/f32 for a tile of tw columns
-// (any alignment: the dispatcher aligns it to 64 bytes inside).
-inline std::size_t plan_buffer_size(std::int64_t n, std::size_t tw) { return gamma_rows(n) * padded_width(tw) + 8; }
+// (any alignment: the dispatcher places the buffer inside, see kBufferLeadBytes).
+inline std::size_t plan_buffer_size(std::int64_t n, std::size_t tw) {
+    return gamma_rows(n) * padded_width(tw) + (4096 + 64) / sizeof(double);
+}
 
 // Columns per tile for the generic kernel (kernels.hpp): the float64 gamma
 // buffer plus the input rows of a tile stay within about half of a 512 KiB L2,
