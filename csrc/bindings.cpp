@@ -552,25 +552,8 @@ PYBIND11_MODULE(_core, mod) {
         },
         py::arg("ntiles"), py::arg("threads"), py::arg("wait_s") = 10.0);
     mod.def("kernel_isa", []() { return std::string(kernel_isa()); });
-    mod.def(
-        "set_kernel_isa",
-        [](const std::string& name) {
-            try {
-                set_kernel_isa(name);
-            } catch (const std::invalid_argument& e) {
-                throw py::value_error(e.what());
-            }
-        },
-        py::arg("name"));
+    // pybind11 turns std::invalid_argument into ValueError with its message.
+    mod.def("set_kernel_isa", &set_kernel_isa, py::arg("name"));
     mod.def("plan_kernel", &plan_kernel);
-    mod.def(
-        "set_plan_kernel",
-        [](const std::string& name) {
-            try {
-                set_plan_kernel(name);
-            } catch (const std::invalid_argument& e) {
-                throw py::value_error(e.what());
-            }
-        },
-        py::arg("name"));
+    mod.def("set_plan_kernel", &set_plan_kernel, py::arg("name"));
 }

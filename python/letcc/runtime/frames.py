@@ -55,8 +55,9 @@ class FrameReader:
         self._buf = bytearray()
         self._pos = 0           # start of the first message not handed out yet
 
-    def _next(self):
-        """The next complete buffered message, or None."""
+    def _bounds(self):
+        """(body start, end) of the first buffered message once it is complete,
+        else None; OSError for a corrupt header."""
         buf, pos = self._buf, self._pos
         have = len(buf) - pos
         if have < 4:
@@ -71,11 +72,17 @@ class FrameReader:
         elif n < 0:
             raise OSError(f"corrupt message header: length {n}")
         end = pos + head + n
-        if len(buf) < end:
+        return (pos + head, end) if end <= len(buf) else None
+
+    def _next(self):
+        """The next complete buffered message, or None."""
+        bounds = self._bounds()
+        if bounds is None:
             return None
-        msg = bytes(buf[pos + head:end])
-        if end == len(buf):
-            buf.clear()
+        start, end = bounds
+        msg = bytes(self._buf[start:end])
+        if end == len(self._buf):
+            self._buf.clear()
             self._pos = 0
         else:
             self._pos = end
@@ -93,14 +100,10 @@ class FrameReader:
 
     def pending(self) -> bool:
         """Whether a complete message (or a corrupt header) is already buffered."""
-        buf, pos = self._buf, self._pos
-        have = len(buf) - pos
-        if have < 4:
-            return False
-        n = _LEN32.unpack_from(buf, pos)[0]
-        if n == -1:
-            return have >= 12 and have >= 12 + _LEN64.unpack_from(buf, pos + 4)[0]
-        return n < 0 or have >= 4 + n       # a corrupt header is reported by the read
+        try:
+            return self._bounds() is not None
+        except OSError:
+            return True                     # reported by the read that follows
 
     def recv(self) -> bytes:
         """The next message, waiting for it."""
