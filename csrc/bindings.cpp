@@ -19,6 +19,7 @@
 #include "eval_coeffs.hpp"
 #include "plan.hpp"
 #include "reinsch.hpp"
+#include "local_gaps.hpp"
 #include "smoother_rows.hpp"
 #include "thread_pool.hpp"
 
@@ -516,6 +517,26 @@ PYBIND11_MODULE(_core, mod) {
             return out;
         },
         py::arg("x"), py::arg("w"), py::arg("lams"), py::arg("at"), py::arg("nu") = 0);
+    mod.def(
+        "local_gap_rows",
+        // (lams, rows) of the local-gap decoder on nodes x at points at: lam_k =
+        // c * phi_k^3 (local_gaps.hpp), row k = smoother_rows' row with lam_k,
+        // unit weights, values (nu = 0). The caller has checked x (strictly
+        // increasing, n >= 3) and at (finite).
+        [](const py::array& x, const py::array& at, double c, double end_factor) {
+            const auto xv = as_f64_vector(x, "x");
+            const auto av = as_f64_vector(at, "at");
+            if (xv.empty() || av.empty()) throw py::value_error("x and at must not be empty");
+            py::array_t<double> lams(static_cast<py::ssize_t>(av.size()));
+            local_gap_lams(xv.data(), xv.size(), av.data(), av.size(), c, end_factor, lams.mutable_data());
+            const std::vector<double> w(xv.size(), 1.0);
+            std::vector<double> rows = smoother_rows(xv.data(), w.data(), xv.size(), lams.data(), av.data(),
+                                                     av.size(), 0);
+            py::array_t<double> out({static_cast<py::ssize_t>(av.size()), static_cast<py::ssize_t>(xv.size())});
+            std::copy(rows.begin(), rows.end(), out.mutable_data());
+            return py::make_tuple(lams, out);
+        },
+        py::arg("x"), py::arg("at"), py::arg("c"), py::arg("end_factor"));
     mod.def("set_num_threads", [](int k) { ThreadPool::instance().set_num_threads(k); }, py::arg("k"));
     mod.def("get_num_threads", []() { return ThreadPool::instance().num_threads(); });
     mod.def(

@@ -13,7 +13,8 @@ import letcc
 from letcc.codes import BACC, LeTCC, Replication
 from letcc.codes.lam_defaults import DEFAULT_POLICY, LocalGapLam
 from letcc.splines import DenseOperator, smoother_rows
-from letcc.splines.smoother_rows import smoother_rows_checked
+from letcc.codes.lam_defaults import local_gaps
+from letcc.splines.smoother_rows import local_gap_rows_checked, smoother_rows_checked
 
 CODES = [lambda: LeTCC(4, 8), lambda: BACC(4, 8), lambda: Replication(4, 2)]
 
@@ -103,6 +104,26 @@ def test_smoother_rows_checked_equals_smoother_rows(rng):
         at = rng.uniform(-1.2, 1.2, 9)
         lams = rng.uniform(0, 1e-2, 9)
         np.testing.assert_array_equal(smoother_rows_checked(x, at, lams), smoother_rows(x, at, lams))
+
+
+@pytest.mark.parametrize("c, end_factor", [(5.6e-3, 16.0), (0.3, 1.0), (1e-6, 0.0)])
+def test_local_gap_rows_equal_the_policy_arithmetic(rng, c, end_factor):
+    # the compiled lams and rows, bit for bit those of local_gaps + smoother_rows
+    for n in (3, 4, 9, 30):
+        for inner in (True, False):
+            x = np.sort(rng.uniform(-1, 1, n)) + np.arange(n) * 1e-3
+            if inner:                     # nodes at the domain ends: no end padding
+                x[0], x[-1] = -1.0, 1.0
+            at = np.concatenate([rng.uniform(-1, 1, 7), [x[0], x[-1], x[1], -1.0, 1.0]])
+            lams, rows = local_gap_rows_checked(x, at, c, end_factor)
+            phi = local_gaps(x, at, end_factor)
+            np.testing.assert_array_equal(lams, c * phi * phi * phi)
+            np.testing.assert_array_equal(rows, smoother_rows_checked(x, at, lams))
+
+
+def test_local_gap_rows_refuse_empty_input():
+    with pytest.raises(ValueError, match="x and at must not be empty"):
+        local_gap_rows_checked(np.zeros(0), np.zeros(3), 1e-3, 16.0)
 
 
 def test_dense_operator_from_checked(rng):

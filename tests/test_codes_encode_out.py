@@ -42,3 +42,68 @@ def test_encode_out_of_wrong_shape_is_refused(rng, code):
     X = rng.standard_normal((code.K, 4))
     with pytest.raises(ValueError, match="out has shape"):
         code.encode(X, out=np.empty((code.N + 1, 4)))
+
+
+# ---- encode(X, rows=...): the coded inputs of some workers only ---------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("code", _codes() + [letcc.LeTCC(40, 100), letcc.LeTCC(8, 16, lam_enc=1e-3)], ids=repr)
+def test_encode_rows_are_the_full_encodes_rows(rng, code, dtype):
+    # Bit for bit where the subset's plan uses the same kernel as the full one
+    # (each coded input is computed on its own). A LeTCC plan picks the dense
+    # or the banded kernel by its size, so a small subset of a large code may
+    # take the other one: equal to rounding then.
+    X = rng.standard_normal((code.K, 3, 70)).astype(dtype)
+    full = code.encode(X)
+    same_kernel = not isinstance(code, letcc.LeTCC) or code.K * code.N <= 24 * 24
+    tol = (2e-6 if dtype == np.float32 else 1e-13) * np.abs(full).max()
+    for size in sorted({1, code.N // 2, code.N - 1, code.N}):
+        rows = rng.permutation(code.N)[:size]               # any order
+        part = code.encode(X, rows=rows)
+        assert part.shape == (size, 3, 70) and part.dtype == dtype
+        out = np.full((size, 3, 70), np.nan, dtype=dtype)
+        assert code.encode(X, out=out, rows=list(rows)) is out
+        for got in (part, out):
+            if same_kernel:
+                np.testing.assert_array_equal(got, full[rows])
+            else:
+                np.testing.assert_allclose(got, full[rows], rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("code", [letcc.LeTCC(4, 9), letcc.BACC(4, 9)], ids=repr)
+def test_encode_rows_reuses_its_plan_per_set(rng, code):
+    X = rng.standard_normal((code.K, 8))
+    code.encode(X, rows=[1, 5, 7])
+    misses = code._row_encoders.misses
+    code.encode(X, rows=np.array([1, 5, 7]))
+    assert code._row_encoders.misses == misses and code._row_encoders.hits >= 1
+
+
+def test_encode_rows_of_torch_inputs(rng):
+    torch = pytest.importorskip("torch")
+    code = letcc.LeTCC(4, 9)
+    X = torch.from_numpy(rng.standard_normal((4, 6)).astype(np.float32))
+    part = code.encode(X, rows=[8, 0, 3])
+    assert isinstance(part, torch.Tensor)
+    np.testing.assert_array_equal(part.numpy(), np.asarray(code.encode(X))[[8, 0, 3]])
+
+
+@pytest.mark.parametrize("code", _codes(), ids=repr)
+@pytest.mark.parametrize("rows, exc, match", [
+    ([0, 0], ValueError, "rows lists worker 0 more than once"),
+    ([-1], ValueError, r"rows\[0\] = -1 is not a worker index"),
+    ([], ValueError, "rows is empty"),
+    ([0.5], TypeError, "rows must hold integer worker indices"),
+    ([[0, 1]], ValueError, "rows must be 1-D"),
+])
+def test_encode_rows_errors(rng, code, rows, exc, match):
+    X = rng.standard_normal((code.K, 4))
+    with pytest.raises(exc, match=match):
+        code.encode(X, rows=rows)
+
+
+@pytest.mark.parametrize("code", _codes(), ids=repr)
+def test_encode_rows_out_of_wrong_shape_is_refused(rng, code):
+    X = rng.standard_normal((code.K, 4))
+    with pytest.raises(ValueError, match="out has shape"):
+        code.encode(X, out=np.empty((code.N, 4)), rows=[0, 1])

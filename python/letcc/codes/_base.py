@@ -2,9 +2,12 @@
 
     code.K, code.N            number of inputs, number of workers
     code.alpha, code.beta     float64 nodes (None where a code has none)
-    code.encode(X, out=None)  (K, ...) -> (N, ...) coded inputs, same kind and dtype;
+    code.encode(X, out=None, rows=None)
+                              (K, ...) -> (N, ...) coded inputs, same kind and dtype;
                               with `out` (an (N, ...) array of the same kind and
-                              dtype, e.g. shared-memory slots) written in place
+                              dtype, e.g. shared-memory slots) written in place;
+                              with `rows` (worker indices) only those workers'
+                              coded inputs, (len(rows), ...), in that order
     code.decode(Y, available) (len(available), ...) worker outputs -> (K, ...) estimates
     code.can_decode(available)  whether decode() accepts this set of workers
     code.is_complete(available) whether waiting for more workers cannot improve the estimate
@@ -45,9 +48,12 @@ class Code(ABC):
     beta: np.ndarray | None = None
 
     @abstractmethod
-    def encode(self, X, out=None):
+    def encode(self, X, out=None, rows=None):
         """X (K, ...) -> coded inputs (N, ...), same kind and dtype as X;
-        written into `out` (and `out` returned) when given."""
+        written into `out` (and `out` returned) when given. `rows` (distinct
+        worker indices, any order): only the coded inputs of those workers,
+        shape (len(rows), ...), equal to ``encode(X)[rows]`` (what a runtime
+        computes when some workers will not be sent the round)."""
 
     @abstractmethod
     def decode(self, Y, available):
@@ -98,6 +104,13 @@ class Code(ABC):
             vals, counts = np.unique(arr, return_counts=True)
             raise ValueError(f"available lists worker {int(vals[np.argmax(counts > 1)])} more than once")
         return arr
+
+    def _rows(self, rows):
+        """`rows` of encode() as an int64 array of distinct worker indices (order kept)."""
+        try:
+            return self._available(rows)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(str(exc).replace("available", "rows")) from None
 
     def _inputs(self, X):
         X = as_array(X, "X")

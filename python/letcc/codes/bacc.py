@@ -57,7 +57,8 @@ class BACC(Code):
         Worker nodes, strictly increasing in [-1, 1]; default Chebyshev points of
         the second kind (letcc.nodes.chebyshev_second_kind).
     plan_cache_size : int
-        How many decoder operators (one per available set) to keep.
+        How many decoder operators (one per available set) to keep; as many
+        encoders for subsets of the workers (``encode(X, rows=...)``).
 
     Decodes from any non-empty set of workers (one worker gives a constant).
     """
@@ -70,10 +71,17 @@ class BACC(Code):
         self.encoder_matrix = berrut_matrix(self.alpha, self.beta)  # (N, K), fixed
         self.encoder = DenseOperator(self.encoder_matrix)
         self._decoders = PlanCache(plan_cache_size)
+        self._row_encoders = PlanCache(plan_cache_size)
 
-    def encode(self, X, out=None):
-        """X (K, ...) -> (N, ...) coded inputs; written into `out` when given."""
-        return self.encoder(self._inputs(X), out)
+    def encode(self, X, out=None, rows=None):
+        """X (K, ...) -> (N, ...) coded inputs; written into `out` when given.
+        With `rows` (worker indices): only those workers' coded inputs, in that
+        order (the encoder matrix's rows, an operator cached per rows)."""
+        if rows is None:
+            return self.encoder(self._inputs(X), out)
+        idx = self._rows(rows)
+        op = self._row_encoders.get(idx.tobytes(), lambda: DenseOperator(self.encoder_matrix[idx]))
+        return op(self._inputs(X), out)
 
     def decoder_matrix(self, available) -> np.ndarray:
         """The (K, len(available)) float64 operator decode() applies: column i

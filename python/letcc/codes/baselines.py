@@ -25,10 +25,13 @@ class Replication(Code):
         self.N = self.K * self.r
         self.assignment = np.arange(self.N, dtype=np.int64) % self.K  # input each worker computes
 
-    def encode(self, X, out=None):
+    def encode(self, X, out=None, rows=None):
         """X (K, ...) -> (N, ...) with row i = X[i % K] (a copy; Uncoded returns
-        X itself unless `out` is given, which is written and returned)."""
+        X itself unless `out` is given, which is written and returned). With
+        `rows` (worker indices): only those workers' rows, in that order."""
         X = self._inputs(X)
+        if rows is not None:
+            return take_rows(X, self.assignment[self._rows(rows)], out)
         if self.r == 1 and out is None:
             return X
         return take_rows(X, self.assignment, out)

@@ -19,7 +19,7 @@ from letcc.codes._plan_cache import PlanCache
 from letcc.codes.lam_defaults import LocalGapLam, resolve_lam_dec, resolve_lam_enc
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv, smoother_rows
-from letcc.splines.smoother_rows import smoother_rows_checked
+from letcc.splines.smoother_rows import local_gap_rows_checked
 from letcc.splines._validation import as_lam
 
 __all__ = ["LeTCC", "spline_decoder_matrix"]
@@ -76,7 +76,8 @@ class LeTCC(Code):
         Strictly increasing nodes in [-1, 1] for the inputs (K) and the workers
         (N); default Chebyshev points of the first / second kind.
     plan_cache_size : int
-        How many decoder plans to keep (least recently used dropped first).
+        How many decoder plans to keep (least recently used dropped first);
+        as many encoders for subsets of the workers (``encode(X, rows=...)``).
 
     Attributes ``lam_enc`` (the float in use), ``lam_dec`` (as given) and
     ``last_lam_dec`` (the lam the latest decode used: a float, or a (K,)
@@ -100,14 +101,28 @@ class LeTCC(Code):
         self.lam_enc = resolve_lam_enc(lam_enc, lam_dec, self.K, self.N)
         self.encoder = SplineSmoother(self.alpha, self.beta, lam=self.lam_enc)
         self._decoders = PlanCache(plan_cache_size)
+        self._row_encoders = PlanCache(plan_cache_size)
         self.last_lam_dec: float | None = None
 
     # ---- encoding -------------------------------------------------------
 
-    def encode(self, X, out=None):
+    def encode(self, X, out=None, rows=None):
         """X (K, ...) -> coded inputs (N, ...): the encoder spline at every beta_n.
-        With `out` ((N, ...), X's kind and dtype) the result is written there."""
-        return self.encoder(self._inputs(X), out)
+        With `out` ((N, ...), X's kind and dtype) the result is written there.
+        With `rows` (worker indices): only those workers' coded inputs,
+        (len(rows), ...) in that order, the encoder spline at beta[rows] (a
+        plan per set of rows, cached like the decoders)."""
+        if rows is None:
+            return self.encoder(self._inputs(X), out)
+        return self.encoder_for(rows)(self._inputs(X), out)
+
+    def encoder_for(self, rows) -> SplineSmoother:
+        """The encoder plan evaluated at beta[rows] only (cached per rows)."""
+        idx = self._rows(rows)
+        if idx.shape[0] == self.N and np.array_equal(idx, np.arange(self.N)):
+            return self.encoder
+        return self._row_encoders.get(idx.tobytes(),
+                                      lambda: SplineSmoother(self.alpha, self.beta[idx], lam=self.lam_enc))
 
     # ---- decoding -------------------------------------------------------
 
@@ -181,10 +196,17 @@ class LeTCC(Code):
         and the code's own nodes guarantee. lam is read-only (it is handed
         out again on every decode of this set)."""
         beta_av = self.beta[sorted_idx]
-        lam = self._lam_dec_value(beta_av, self.alpha, self.N, self.K)
-        if isinstance(lam, np.ndarray):
+        if beta_av.shape[0] >= 3:
+            # the policy's lams and the rows in one compiled call (the policy's
+            # own numpy arithmetic, done there bit for bit)
+            policy = self._lam_dec_value.__self__
+            lam, rows = local_gap_rows_checked(beta_av, self.alpha, policy.c_dec, policy.end_factor)
+            lam.flags.writeable = False
             if lam.min() != lam.max():
-                return DenseOperator._from_checked(smoother_rows_checked(beta_av, self.alpha, lam)), lam
+                return DenseOperator._from_checked(rows), lam
+        else:
+            lam = self._lam_dec_value(beta_av, self.alpha, self.N, self.K)
+        if isinstance(lam, np.ndarray):
             lam = float(lam[0])  # one lam after all: the banded spline plan
         return SplineSmoother(beta_av, self.alpha, lam=lam), lam
 
