@@ -139,6 +139,40 @@ def test_waiter_hang_and_failures():
 
 # ---- rounds through worker processes ----------------------------------------
 
+class _EncodeLog(letcc.LeTCC):
+    """LeTCC that records the rows argument of every encode (the master's side)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.rows_seen = []
+
+    def encode(self, X, out=None, rows=None):
+        self.rows_seen.append(None if rows is None else list(rows))
+        return super().encode(X, out=out, rows=rows)
+
+
+def test_only_the_workers_sent_the_round_have_their_inputs_encoded(rng):
+    # Virtual delays: a worker that could never count is not sent the round,
+    # and its coded input is not computed; each worker sent the round reads
+    # its own coded input from whichever slot the master put it in.
+    N, K, d, m = 7, 3, 12, 5
+    code = _EncodeLog(K, N)
+    f = tanh_linear(d, m)
+    with CodedInference(functools.partial(tanh_linear, d, m), code, stragglers=FixedCount(3), seed=5) as ci:
+        for dtype in (np.float64, np.float32, np.float64):    # a new layout, then the same again
+            X = rng.standard_normal((2 * K, d)).astype(dtype)
+            out = ci(X)
+            info = ci.last_round
+            assert code.rows_seen[-1] == sorted(info.answered) and len(info.answered) == N - 3
+            assert_close(out, reference(code, f, X, info.answered), dtype)
+        ci.stragglers = None                                  # every worker: one full encode
+        X = rng.standard_normal((K, d))
+        out = ci(X)
+        assert code.rows_seen[-1] is None and sorted(ci.last_round.answered) == list(range(N))
+        assert_close(out, reference(code, f, X, range(N)), np.float64)
+
+
+
 @pytest.mark.parametrize("N", [4, 5, 6, 7, 8])
 def test_rounds_decode_like_the_code_for_every_straggler_count(N, rng):
     K = N // 2
@@ -286,6 +320,19 @@ def test_batch_size_and_input_shape_may_change_between_rounds(rng):
             assert_close(out, reference(code, f, X, range(4)), np.float64)
 
 
+class _ShortDraws:
+    """A hand-written straggler model whose draws have one delay too few."""
+
+    def sample(self, N, rng):
+        return letcc.stragglers.StragglerDraw(np.zeros(N - 1), np.arange(N - 1))
+
+    def wait_count(self, N):
+        return None
+
+    def __repr__(self):
+        return "_ShortDraws"
+
+
 def test_bad_arguments_are_rejected_clearly(rng):
     code = letcc.LeTCC(2, 4)
     with pytest.raises(TypeError, match="model_factory must be a callable"):
@@ -314,6 +361,11 @@ def test_bad_arguments_are_rejected_clearly(rng):
         with pytest.raises(ValueError, match="simulate must be one of"):
             ci.simulate = "real"
         assert ci.stragglers is None and ci.deadline is None and ci.simulate == "virtual"
+        ci.stragglers = _ShortDraws()
+        with pytest.raises(ValueError, match=r"_ShortDraws drew delays of shape \(3,\) for N = 4 workers"):
+            ci(rng.standard_normal((2, 3)))
+        ci.stragglers = None
+        assert ci(rng.standard_normal((2, 3))).shape == (2, 2)     # still usable
     with pytest.raises(RuntimeError, match="closed"):
         ci(rng.standard_normal((2, 3)))
 

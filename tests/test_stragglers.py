@@ -11,6 +11,7 @@ import pytest
 from letcc.nodes import chebyshev_second_kind, largest_gap
 from letcc.stragglers import (Bernoulli, Empirical, FixedCount, Pareto, ShiftedExponential, StragglerDraw,
                               worst_case_stragglers)
+from letcc.stragglers._base import delay_sampler
 
 
 def within(freq, p, n):
@@ -160,3 +161,67 @@ def test_draws_are_read_only(rng):
 def test_bad_parameters(make, exc, match):
     with pytest.raises(exc, match=match):
         make()
+
+
+# ---- sample_delays: what the runtime draws every round ---------------------------
+
+MODELS = [FixedCount(3), FixedCount(2, worst_case=True), Bernoulli(0.3),
+          ShiftedExponential(0.5, 2.0, stragglers=2), ShiftedExponential(0.5, 2.0, wait_for=4, deadline=1.0),
+          Pareto(1.0, 1.5), Empirical([0.5, 1.5, np.inf])]
+
+
+@pytest.mark.parametrize("model", MODELS, ids=repr)
+def test_sample_delays_draws_what_sample_draws(model):
+    # the same delays from the same use of the generator, round after round
+    seed = int(np.random.default_rng().integers(2**32))
+    a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+    for _ in range(20):
+        d = model.sample_delays(11, a)
+        assert d.dtype == np.float64 and d.shape == (11,)
+        np.testing.assert_array_equal(d, model.sample(11, b).delays)
+    assert a.random() == b.random()
+    assert delay_sampler(model) == model.sample_delays
+
+
+@pytest.mark.parametrize("make, exc, match", [
+    (lambda: FixedCount(4).sample_delays(4, np.random.default_rng()), ValueError, "S = 4 stragglers leave no worker"),
+    (lambda: FixedCount(1).sample_delays(4, 123), TypeError, "rng must be a numpy Generator"),
+    (lambda: Bernoulli(0.1).sample_delays(0, np.random.default_rng()), ValueError, "N must be >= 1"),
+    (lambda: ShiftedExponential(0.0, 1.0, wait_for=5).sample_delays(4, np.random.default_rng()), ValueError,
+     "wait_for = 5 exceeds the N = 4 workers"),
+    (lambda: Pareto(1.0, 2.0).sample_delays(3, None), TypeError, "rng must be a numpy Generator"),
+])
+def test_sample_delays_rejects_what_sample_rejects(make, exc, match):
+    with pytest.raises(exc, match=match):
+        make()
+
+
+class _LateNotNever(FixedCount):
+    """Overrides sample only: its draws must not be replaced by FixedCount's."""
+
+    def sample(self, N, rng):
+        d = super().sample(N, rng)
+        return StragglerDraw(np.where(np.isinf(d.delays), 7.0, d.delays), d.available)
+
+
+class _OnlySample:
+    """Not a StragglerModel at all: anything with sample() and wait_count() is accepted."""
+
+    def sample(self, N, rng):
+        return StragglerDraw(rng.random(N), np.arange(N))
+
+    def wait_count(self, N):
+        return None
+
+
+def test_delay_sampler_keeps_a_subclass_override_of_sample(rng):
+    model = _LateNotNever(2)
+    d = delay_sampler(model)(6, rng)
+    assert sorted(d.tolist()) == [0.0] * 4 + [7.0] * 2
+    other = _OnlySample()
+    seed = int(rng.integers(2**32))
+    np.testing.assert_array_equal(delay_sampler(other)(5, np.random.default_rng(seed)),
+                                  np.random.default_rng(seed).random(5))
+    patched = FixedCount(1)
+    patched.sample = lambda N, rng: StragglerDraw(np.full(N, 3.0), np.arange(N))
+    np.testing.assert_array_equal(delay_sampler(patched)(4, rng), [3.0] * 4)

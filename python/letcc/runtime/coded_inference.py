@@ -48,6 +48,7 @@ from letcc.runtime._devices import resolve_devices
 from letcc.runtime.encode_into import encoder_into
 from letcc.runtime.round_info import RoundInfo
 from letcc.runtime.virtual_time import RoundWaiter
+from letcc.stragglers._base import delay_sampler
 
 __all__ = ["CodedInference"]
 
@@ -194,6 +195,9 @@ class CodedInference:
     def stragglers(self, model) -> None:
         _check_stragglers(model)
         self._stragglers = model
+        # a round needs only the delays: the built-in models can skip working
+        # out their own answering set (StragglerModel.sample_delays)
+        self._draw_delays = None if model is None else delay_sampler(model)
 
     @property
     def deadline(self):
@@ -322,8 +326,10 @@ class CodedInference:
 
         # straggler draw for this round
         if self.stragglers is not None:
-            draw = self.stragglers.sample(self.N, self.rng)
-            delays = np.asarray(draw.delays, dtype=np.float64).reshape(self.N)
+            delays = np.asarray(self._draw_delays(self.N, self.rng), dtype=np.float64)
+            if delays.size != self.N:
+                raise ValueError(f"{self.stragglers!r} drew delays of shape {delays.shape} for N = {self.N} workers")
+            delays = delays.reshape(self.N)
             count = self.stragglers.wait_count(self.N)
             deadline = getattr(self.stragglers, "deadline", None)
             deadline = min(d for d in (deadline, self.deadline) if d is not None) \
@@ -337,7 +343,17 @@ class CodedInference:
         else:
             master_delays, sleep_s = np.zeros(self.N), delays
 
-        # encode straight into the input slots
+        # Who gets the round. With virtual delays, a worker whose delay is
+        # infinite could never count: it is not sent the round (so its compute
+        # does not slow the others down on a shared machine) and its coded input
+        # is not computed; with real sleeps it is sent the round and sleeps.
+        workers = self._backend.ready_workers()
+        if not workers:
+            workers = self._await_any_ready()
+        virtual = self.simulate == "virtual"
+        sent = [j for j in workers if not never[j]] if virtual else list(workers)
+
+        # encode straight into the input slots: the coded inputs of `sent` only
         groups = Xn.reshape((B, self.K) + row_shape).swapaxes(0, 1)       # (K, B, ...)
         layout = {}
 
@@ -345,30 +361,25 @@ class CodedInference:
             layout["buf"], layout["probe"] = self._backend.input_view(B, row_shape, dtype)
             return layout["buf"]
 
-        self._encode(groups, slots)
+        _, positions = self._encode(groups, slots, sent if len(sent) < self.N else None)
+        self._backend.set_input_slots(positions)
         need_probe = layout["probe"]
         t_enc = time.perf_counter()
 
         self._round += 1
         r = self._round
-        workers = self._backend.ready_workers()
-        if not workers:
-            workers = self._await_any_ready()
         if need_probe:
-            self._probe(r, B, workers)
-            workers = self._backend.ready_workers()
+            self._probe(r, B, workers if positions is None else sent)
+            before, workers = set(workers), self._backend.ready_workers()
+            if positions is not None:       # a worker ready since the encode has no input
+                workers = [j for j in workers if j in before]
+            sent = [j for j in workers if not never[j]] if virtual else list(workers)
 
-        failed = {j: "not ready" for j in range(self.N) if j not in workers}
+        ready = set(workers)
+        failed = {j: "not ready" for j in range(self.N) if j not in ready}
         waiter = None
         decision = None
         info_extra = {}
-        # With virtual delays, a worker whose delay is infinite could never count:
-        # it is not sent the round, so its compute does not slow the others down
-        # on a shared machine (with real sleeps it is sent the round and sleeps).
-        if self.simulate == "virtual":
-            sent = [j for j in workers if not never[j]]
-        else:
-            sent = list(workers)
         t0 = time.perf_counter()
         try:
             self._backend.submit(r, sent, B, sleep_s)
@@ -379,7 +390,7 @@ class CodedInference:
                 since = self._outstanding[j][0][1] - t0
                 extra = sleep_s[j] if math.isfinite(sleep_s[j]) else 0.0
                 hang_at[j] = since + extra + self.hang_timeout
-            waiter = RoundWaiter(self.code, workers, master_delays, never, count, deadline, hang_at)
+            waiter = RoundWaiter(self.code, sent, master_delays, never, count, deadline, hang_at)
             decision, stale = self._wait(r, B, waiter, t0, errors, stale)
             t_wait = time.perf_counter()
             answered = list(decision.answered)

@@ -40,9 +40,11 @@ def frame(payload) -> bytes:
 def write_all(fd: int, data) -> None:
     """Write every byte of `data` to `fd` (a blocking pipe or socket may take
     a large message in several writes)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    n = os.write(fd, data)          # a small message: all of it, the only call
+    if n < len(data):
+        view = memoryview(data)[n:]
+        while view:
+            view = view[os.write(fd, view):]
 
 
 class FrameReader:

@@ -49,6 +49,7 @@ class _Handle:
     process: object
     conn: object                     # kept open; read and written through its fd
     reader: FrameReader
+    fd: int                          # conn.fileno(), looked up once
     state: str = "starting"          # starting | ready | dead
     pid: int | None = None
     failed_starts: int = 0
@@ -187,9 +188,13 @@ class LocalBackend:
         # lifeline: workers watch the read end; EOF = this process died (see worker_main)
         self._lifeline_r, lifeline_w = self._ctx.Pipe(duplex=False)
         self._res = _Resources(handles=[None] * self.n, lifeline=lifeline_w)
-        self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (self.n,), np.int64)
+        # shared control words (worker_main): [0, n) the round the master still
+        # wants from worker j, [n, 2n) the input slot worker j reads this round
+        self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (2 * self.n,), np.int64)
         self._ctl_view = self._ctl.view(1).reshape(-1)
-        self._ctl_view[:] = -1
+        self._ctl_view[:self.n] = -1
+        self._identity_slots = np.arange(self.n, dtype=np.int64)
+        self._ctl_view[self.n:] = self._identity_slots
         self._finalizer = weakref.finalize(self, _shutdown, self._res, self._ctl)
         try:
             for j in range(self.n):
@@ -209,7 +214,7 @@ class LocalBackend:
         proc.start()
         child.close()
         old = self._res.handles[j]
-        self._res.handles[j] = _Handle(proc, parent, FrameReader(parent.fileno()), pid=proc.pid,
+        self._res.handles[j] = _Handle(proc, parent, FrameReader(parent.fileno()), parent.fileno(), pid=proc.pid,
                                        failed_starts=old.failed_starts if old else 0)
         self._sel.register(parent, selectors.EVENT_READ, (j, "conn"))
         self._sel.register(proc.sentinel, selectors.EVENT_READ, (j, "sentinel"))
@@ -264,6 +269,7 @@ class LocalBackend:
     def _mark_dead(self, j: int) -> None:
         h = self._res.handles[j]
         h.state = "dead"
+        h.fd = -1           # its number may be reused once conn is closed: writes now fail (EBADF)
         for obj in (h.conn, h.process.sentinel):
             try:
                 self._sel.unregister(obj)
@@ -337,6 +343,11 @@ class LocalBackend:
     def probe_send(self, j: int, r: int, b: int) -> bool:
         return self._send(j, ("probe", r, b))
 
+    def set_input_slots(self, positions) -> None:
+        """Which input slot each worker reads from the next task or probe on:
+        None = slot j for worker j, else an (N,) array (-1: no input)."""
+        self._ctl_view[self.n:] = self._identity_slots if positions is None else positions
+
     def submit(self, r: int, workers, b: int, sleep_s: np.ndarray) -> None:
         """Hand round r to `workers` (their slots already hold the coded inputs)."""
         if len(workers):
@@ -344,12 +355,17 @@ class LocalBackend:
         # Framed once per distinct message (once per round with virtual delays),
         # plain pickle: Connection.send's ForkingPickler costs more than the write.
         wire: dict = {}
+        sleeps = sleep_s.tolist()
+        handles = self._res.handles
         for j in workers:
-            s = float(sleep_s[j])
+            s = sleeps[j]
             data = wire.get(s)
             if data is None:
                 data = wire[s] = frame(pickle.dumps(("task", r, b, s, self._chunk_rows), pickle.HIGHEST_PROTOCOL))
-            self._send_framed(j, data)
+            try:
+                write_all(handles[j].fd, data)
+            except OSError:     # it just died (or its pipe is closed); its sentinel will say so
+                pass
 
     def cancel(self, workers) -> None:
         if len(workers):
@@ -360,7 +376,7 @@ class LocalBackend:
 
     def _send_framed(self, j: int, data: bytes) -> bool:
         try:
-            write_all(self._res.handles[j].conn.fileno(), data)
+            write_all(self._res.handles[j].fd, data)
             return True
         except OSError:         # it just died (or its pipe is closed); its sentinel will say so
             return False

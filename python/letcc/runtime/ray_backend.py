@@ -126,6 +126,7 @@ class RayBackend:
         self.n = int(n_workers)
         self._chunk_rows = chunk_rows
         self._buf = None
+        self._positions = None          # set_input_slots
         self._round = -1
         self._refs: dict = {}            # ObjectRef -> (worker, round)
         self._pings: dict = {}           # ObjectRef -> worker
@@ -216,12 +217,18 @@ class RayBackend:
 
     # ---- messages -------------------------------------------------------
 
+    def set_input_slots(self, positions) -> None:
+        """Which row of the input buffer goes to each worker (None: row j to worker j)."""
+        self._positions = positions
+
     def submit(self, r: int, workers, b: int, sleep_s: np.ndarray) -> None:
         self._round = r
+        pos = self._positions
         for j in workers:
             # arguments over 100 KiB go through the object store (copied now: the buffer
             # can be reused next round)
-            ref = self._actors[j].compute.remote(r, self._buf[j], float(sleep_s[j]), self._chunk_rows)
+            row = self._buf[j if pos is None else int(pos[j])]
+            ref = self._actors[j].compute.remote(r, row, float(sleep_s[j]), self._chunk_rows)
             self._refs[ref] = (j, r)
 
     def cancel(self, workers) -> None:

@@ -73,6 +73,10 @@ class RoundWaiter:
         self.failed: dict[int, str] = {}        # worker -> reason
         self._order: list = []                  # (virtual time, worker), ascending
         self._memo: dict = {}
+        # min delay / hang time over pending (None: recompute); asked several
+        # times per event, pending only changes in result() and fail()
+        self._dmin: float | None = None
+        self._hmin: float | None = None
         # is_complete is monotone: if all workers still in the race cannot complete, no subset can
         self._may_complete = bool(self.pending) and bool(code.is_complete(sorted(self.pending)))
 
@@ -82,6 +86,7 @@ class RoundWaiter:
         if j not in self.pending:
             return False
         self.pending.discard(j)
+        self._dmin = self._hmin = None
         v = elapsed + float(self.delays[j])
         self.arrived[j] = v
         bisect.insort(self._order, (v, j))
@@ -94,10 +99,13 @@ class RoundWaiter:
                 self.pending.discard(j)
                 self._may_complete = bool(self.code.is_complete(sorted(self.pending | set(self.arrived))))
             self.pending.discard(j)
+            self._dmin = self._hmin = None
             self.failed.setdefault(j, reason)
 
     def _min_pending_delay(self) -> float:
-        return min((float(self.delays[j]) for j in self.pending), default=math.inf)
+        if self._dmin is None:
+            self._dmin = float(min((self.delays[j] for j in self.pending), default=math.inf))
+        return self._dmin
 
     def horizon(self, elapsed: float) -> float:
         """Earliest virtual time any pending answer can still have."""
@@ -168,4 +176,8 @@ class RoundWaiter:
 
     def hung(self, elapsed: float) -> list[int]:
         """Pending workers past their hang limit."""
+        if self._hmin is None:
+            self._hmin = min((self.hang_at.get(j, math.inf) for j in self.pending), default=math.inf)
+        if elapsed < self._hmin:
+            return []
         return sorted(j for j in self.pending if self.hang_at.get(j, math.inf) <= elapsed)

@@ -21,6 +21,11 @@ Cancellation: ``ctl[rank]`` (shared int64) holds the round the master still
 wants from this worker. It is checked before starting a task, between chunks
 and while sleeping (simulate="sleep"), so a late worker drops a cancelled round
 at the next chunk boundary instead of delaying the next round.
+
+Input slot: ``ctl[N + rank]`` says which slot of the input segment holds this
+worker's coded inputs for its next task or probe (the master encodes only
+the workers it sends a round to, into the first slots; see
+letcc.runtime.encode_into). The output slot is always the worker's own.
 """
 from __future__ import annotations
 
@@ -97,12 +102,13 @@ class _Worker:
         self.fd = conn.fileno()
         self.reader = FrameReader(self.fd)
         self.ctl_mem = attach(ctl_spec)
-        self.ctl = self.ctl_mem.slot(0, 1).reshape(-1)   # (N,) int64
+        self.ctl = self.ctl_mem.slot(0, 1).reshape(-1)   # (2N,) int64: rounds, input slots
+        self.slot_word = self.ctl.shape[0] // 2 + rank
         self.call = call
         self.inp = None
         self.out = None
-        # per rows-per-slot b: (input rows, output rows, output row shape, dtype),
-        # built once per layout instead of on every task
+        # per (rows per slot b, input slot): (input rows, output rows, output row
+        # shape, dtype), built once per layout instead of on every task
         self._views: dict = {}
         self._castable: dict = {}       # model output dtype -> fits the output slots
 
@@ -145,11 +151,14 @@ class _Worker:
             return ("cancelled", r)
         if sleep_s > 0 and not self.sleep(sleep_s, r):
             return ("cancelled", r)
-        views = self._views.get(b)
+        key = (b, int(self.ctl[self.slot_word]))
+        views = self._views.get(key)
         if views is None:
+            if key[1] < 0:
+                return ("cancelled", r)     # no input was encoded for this worker
             spec = self.out.spec
-            views = self._views[b] = (self.inp.slot(self.rank, b), self.out.slot(self.rank, b),
-                                      tuple(spec.row_shape), np.dtype(spec.dtype))
+            views = self._views[key] = (self.inp.slot(key[1], b), self.out.slot(self.rank, b),
+                                        tuple(spec.row_shape), np.dtype(spec.dtype))
         x, y_slot, row_shape, out_dtype = views
         step = b if not chunk_rows else int(chunk_rows)
         for start in range(0, b, step):
@@ -168,9 +177,10 @@ class _Worker:
         return ("done", r)
 
     def probe(self, r: int, b: int) -> tuple:
-        if self.inp is None:
+        slot = int(self.ctl[self.slot_word])
+        if self.inp is None or slot < 0:
             return ("cancelled", r)
-        y = self.call(self.inp.slot(self.rank, b)[:1])
+        y = self.call(self.inp.slot(slot, b)[:1])
         return ("probe", r, tuple(y.shape), y.dtype.str)
 
     def loop(self) -> None:

@@ -38,6 +38,13 @@ class StragglerModel(ABC):
     def sample(self, N: int, rng: np.random.Generator) -> StragglerDraw:
         """Draw one round for N workers."""
 
+    def sample_delays(self, N: int, rng: np.random.Generator) -> np.ndarray:
+        """Only the (N,) float64 delays of ``sample(N, rng)``: the same values
+        from the same use of ``rng``, without working out the answering set
+        (what the runtime needs on every round; the built-in models skip that
+        work, a subclass that only defines ``sample`` gets this default)."""
+        return self.sample(N, rng).delays
+
     def wait_count(self, N: int) -> int | None:
         """'Wait for the first this many answers' rule, or None (no such rule)."""
         return None
@@ -47,6 +54,27 @@ class StragglerModel(ABC):
         np.random.default_rng accepts, or a Generator)."""
         rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
         return [self.sample(N, rng) for _ in range(as_int(n, "n", 0))]
+
+
+def delay_sampler(model):
+    """A function (N, rng) -> the delays of ``model.sample(N, rng)``.
+
+    That is ``model.sample_delays`` where it is defined no higher in the
+    class tree than ``sample`` (so it draws what ``sample`` draws), otherwise
+    ``sample(N, rng).delays``: a subclass that overrides only ``sample`` (of
+    FixedCount, say) keeps its own draws. Works for any object with ``sample``."""
+    def owner(name):
+        if name in getattr(model, "__dict__", {}):
+            return -1                       # set on the instance itself
+        for i, cls in enumerate(type(model).__mro__):
+            if name in cls.__dict__:
+                return i
+        return None
+
+    fast, full = owner("sample_delays"), owner("sample")
+    if fast is not None and (full is None or fast <= full):
+        return model.sample_delays
+    return lambda N, rng: model.sample(N, rng).delays
 
 
 def as_int(v, name: str, minimum: int = 0) -> int:

@@ -53,6 +53,10 @@ class FixedCount(StragglerModel):
         return N
 
     def sample(self, N: int, rng: np.random.Generator) -> StragglerDraw:
+        delays = self.sample_delays(N, rng)
+        return draw_from_set(delays, np.flatnonzero(np.isfinite(delays)))
+
+    def sample_delays(self, N: int, rng: np.random.Generator) -> np.ndarray:
         N = self._check(N)
         check_generator(rng)
         if self.worst_case:
@@ -64,7 +68,7 @@ class FixedCount(StragglerModel):
             late = rng.choice(N, size=self.S, replace=False)
         delays = np.zeros(N)
         delays[late] = np.inf
-        return draw_from_set(delays, np.flatnonzero(np.isfinite(delays)))
+        return delays
 
     def __repr__(self) -> str:
         return f"FixedCount(S={self.S}, worst_case={self.worst_case})"
@@ -81,11 +85,13 @@ class Bernoulli(StragglerModel):
         self.p = as_real(p, "p", 0.0, 1.0, high_open=True)
 
     def sample(self, N: int, rng: np.random.Generator) -> StragglerDraw:
+        delays = self.sample_delays(N, rng)
+        return draw_from_set(delays, np.flatnonzero(np.isfinite(delays)))
+
+    def sample_delays(self, N: int, rng: np.random.Generator) -> np.ndarray:
         N = as_int(N, "N", 1)
         check_generator(rng)
-        late = rng.random(N) < self.p
-        delays = np.where(late, np.inf, 0.0)
-        return draw_from_set(delays, np.flatnonzero(~late))
+        return np.where(rng.random(N) < self.p, np.inf, 0.0)
 
     def __repr__(self) -> str:
         return f"Bernoulli(p={self.p})"

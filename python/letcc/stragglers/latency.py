@@ -41,6 +41,12 @@ class LatencyModel(StragglerModel):
     def _delays(self, N: int, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
 
+    def sample_delays(self, N: int, rng: np.random.Generator) -> np.ndarray:
+        N = as_int(N, "N", 1)
+        check_generator(rng)
+        self.wait_count(N)          # the same errors as sample() for a rule N cannot meet
+        return self._delays(N, rng)
+
     def sample(self, N: int, rng: np.random.Generator) -> StragglerDraw:
         N = as_int(N, "N", 1)
         check_generator(rng)
