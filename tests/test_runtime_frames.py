@@ -127,3 +127,51 @@ def test_poll_sees_buffered_messages_and_waits_for_new_ones(pipe):
     # "four" is already in the buffer: poll must not wait on the (empty) pipe
     assert reader.pending() and reader.poll(0)
     assert reader.recv() == b"four"
+
+
+def test_recv_of_single_messages_and_of_several_in_one_read(rng, pipe):
+    # one read = one whole message is the fast path; anything else is buffered
+    r, w = pipe
+    reader = FrameReader(r)
+    for n in (0, 1, 37, 5000):
+        msg = rng.bytes(n)
+        os.write(w, frame(msg))
+        assert reader.recv() == msg
+    msgs = [rng.bytes(int(n)) for n in rng.integers(1, 50, 5)]
+    os.write(w, b"".join(frame(m) for m in msgs))           # five in one read
+    assert [reader.recv() for _ in msgs] == msgs
+    data = frame(b"split")
+    os.write(w, data[:6])
+    threading.Timer(0.05, os.write, (w, data[6:])).start()   # the rest a little later
+    assert reader.recv() == b"split"
+    os.write(w, struct.pack("!i", -7) + b"xxxxxxx")           # a corrupt header
+    with pytest.raises(OSError, match="corrupt message header: length -7"):
+        reader.recv()
+
+
+# ---- letcc.runtime.messages: the binary task / done / cancelled messages ----------------
+
+def test_binary_messages_round_trip_and_read_as_connection_frames(pipe):
+    from letcc.runtime.messages import CANCELLED, DONE, TASK, parse_reply, parse_task, reply_frame, task_frame
+
+    r, w = pipe
+    reader = FrameReader(r)
+    cases = [(1, 4, 0.0, None), (2**40, 1, 0.25, 3), (7, 1000, float("inf"), 1)]
+    for case in cases:
+        write_all(w, task_frame(*case))
+        data = reader.recv()
+        assert data[0] == TASK and parse_task(data) == case
+    for kind, code in (("done", DONE), ("cancelled", CANCELLED)):
+        write_all(w, reply_frame(kind, 123456789))
+        data = reader.recv()
+        assert data[0] == code and parse_reply(data) == (kind, 123456789)
+    # what tells them from the pickled messages: a pickle starts with PROTO (0x80)
+    assert pickle.dumps(("layout", 1), pickle.HIGHEST_PROTOCOL)[0] == 0x80 not in (TASK, DONE, CANCELLED)
+    # the framing is Connection's: it reads them too
+    a, b = mp.Pipe(duplex=False)
+    try:
+        write_all(b.fileno(), task_frame(5, 2, 0.0, None))
+        assert parse_task(a.recv_bytes()) == (5, 2, 0.0, None)
+    finally:
+        a.close()
+        b.close()

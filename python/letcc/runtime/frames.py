@@ -109,6 +109,17 @@ class FrameReader:
 
     def recv(self) -> bytes:
         """The next message, waiting for it."""
+        if self._pos == len(self._buf):
+            # Nothing buffered, the usual case: one read brings one whole
+            # message (a few dozen bytes), returned without the buffer.
+            data = os.read(self.fd, _CHUNK)
+            if not data:
+                raise EOFError(f"pipe {self.fd} closed")
+            if len(data) >= 4 and _LEN32.unpack_from(data)[0] == len(data) - 4:
+                return data[4:]
+            self._buf.clear()
+            self._pos = 0
+            self._buf += data
         while True:
             msg = self._next()
             if msg is not None:

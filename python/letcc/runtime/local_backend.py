@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from letcc.runtime.frames import FrameReader, frame, write_all
+from letcc.runtime.messages import CANCELLED, DONE, parse_reply, task_frame
 from letcc.runtime.shm_slots import SlotArray, new_prefix
 from letcc.runtime.worker_main import STOP, worker_main
 
@@ -353,7 +354,7 @@ class LocalBackend:
         if len(workers):
             self._ctl_view[np.asarray(workers)] = r     # before the message: see worker_main
         # Framed once per distinct message (once per round with virtual delays),
-        # plain pickle: Connection.send's ForkingPickler costs more than the write.
+        # a fixed binary struct (messages.py), not a pickle.
         wire: dict = {}
         sleeps = sleep_s.tolist()
         handles = self._res.handles
@@ -361,7 +362,7 @@ class LocalBackend:
             s = sleeps[j]
             data = wire.get(s)
             if data is None:
-                data = wire[s] = frame(pickle.dumps(("task", r, b, s, self._chunk_rows), pickle.HIGHEST_PROTOCOL))
+                data = wire[s] = task_frame(r, b, s, self._chunk_rows)
             try:
                 write_all(handles[j].fd, data)
             except OSError:     # it just died (or its pipe is closed); its sentinel will say so
@@ -425,12 +426,17 @@ class LocalBackend:
     def _recv_ready(self, j: int, h: _Handle, t: float, events: list) -> bool:
         try:
             for data in h.reader.read_ready():
-                self._event(j, h, pickle.loads(data), t, events)
+                self._event(j, h, data, t, events)
         except (EOFError, OSError):
             return False
         return True
 
-    def _event(self, j: int, h: _Handle, msg, t: float, events: list) -> None:
+    def _event(self, j: int, h: _Handle, data: bytes, t: float, events: list) -> None:
+        if data[0] in (DONE, CANCELLED):    # the hot replies: binary (messages.py)
+            kind, r = parse_reply(data)
+            events.append(Event(kind, j, r, (), t))
+            return
+        msg = pickle.loads(data)
         kind = msg[0]
         if kind == "ready":
             h.state, h.pid, h.failed_starts = "ready", msg[1], 0
@@ -444,7 +450,7 @@ class LocalBackend:
         """Read every pending message of worker j; False when its pipe is closed."""
         try:
             while h.reader.poll(0):
-                self._event(j, h, pickle.loads(h.reader.recv()), t, events)
+                self._event(j, h, h.reader.recv(), t, events)
         except (EOFError, OSError):
             return False                     # exiting: reported as died by the caller
         return True

@@ -5,8 +5,9 @@ inputs from its slot of the shared input segment, writes ``f(inputs)`` into its
 slot of the shared output segment, and tells the master with a message of a few
 bytes. Every message carries the round id it answers.
 
-Messages (pickled tuples in Connection's framing, letcc.runtime.frames; a
-duplex Pipe per worker), master -> worker:
+Messages (in Connection's framing, letcc.runtime.frames; a duplex Pipe per
+worker; task, done and cancelled as fixed binary structs, letcc.runtime.messages,
+the rest pickled tuples), master -> worker:
     ("layout", in_spec, out_spec|None)      attach new segments (shapes changed)
     ("task", round, b, sleep_s, chunk_rows) compute slot rows 0..b-1
     ("probe", round, b)                     compute row 0 only, report its shape
@@ -40,6 +41,7 @@ import traceback
 import numpy as np
 
 from letcc.runtime.frames import FrameReader, frame, write_all
+from letcc.runtime.messages import TASK, parse_task, reply_frame
 from letcc.runtime.shm_slots import attach
 
 __all__ = ["worker_main", "worker_rank", "prepare_model"]
@@ -187,23 +189,31 @@ class _Worker:
         reader, fd = self.reader, self.fd
         while True:
             try:
-                msg = pickle.loads(reader.recv())
+                data = reader.recv()
             except (EOFError, OSError):
                 return                      # master gone
-            kind = msg[0]
-            if kind == "stop":
-                return
-            if kind == "layout":
-                self.layout(msg[1], msg[2])
-                continue
-            r = msg[1]
+            if data[0] == TASK:             # the hot path: binary (messages.py)
+                r, b, sleep_s, chunk_rows = parse_task(data)
+                handler, args = self.task, (r, b, sleep_s, chunk_rows)
+            else:
+                msg = pickle.loads(data)
+                kind = msg[0]
+                if kind == "stop":
+                    return
+                if kind == "layout":
+                    self.layout(msg[1], msg[2])
+                    continue
+                r = msg[1]
+                handler, args = (self.task if kind == "task" else self.probe), msg[1:]
             try:
-                reply = self.task(*msg[1:]) if kind == "task" else self.probe(*msg[1:])
+                reply = handler(*args)
             except Exception:
                 reply = ("error", r, traceback.format_exc())
             try:
-                # plain pickle in Connection's framing, one write (frames.py)
-                write_all(fd, frame(pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)))
+                if reply[0] in ("done", "cancelled"):
+                    write_all(fd, reply_frame(reply[0], r))
+                else:                       # plain pickle in Connection's framing (frames.py)
+                    write_all(fd, frame(pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)))
             except (BrokenPipeError, OSError):
                 return
 
