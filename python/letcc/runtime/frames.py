@@ -90,15 +90,23 @@ class FrameReader:
             self._pos = end
         return msg
 
-    def _fill(self) -> None:
-        """One read (blocks while nothing is there); EOFError when the other end closed."""
+    def _read(self):
+        """One read (blocks while nothing is there); EOFError when the other end
+        closed. One whole message read into an empty buffer, the usual case (a
+        few dozen bytes), is returned as it is; anything else is buffered and
+        None returned."""
         data = os.read(self.fd, _CHUNK)
         if not data:
             raise EOFError(f"pipe {self.fd} closed")
-        if self._pos:
+        if self._pos == len(self._buf):
+            if len(data) >= 4 and _LEN32.unpack_from(data)[0] == len(data) - 4:
+                return data[4:]
+            self._buf.clear()
+        elif self._pos:
             del self._buf[:self._pos]
-            self._pos = 0
+        self._pos = 0
         self._buf += data
+        return None
 
     def pending(self) -> bool:
         """Whether a complete message (or a corrupt header) is already buffered."""
@@ -109,27 +117,20 @@ class FrameReader:
 
     def recv(self) -> bytes:
         """The next message, waiting for it."""
-        if self._pos == len(self._buf):
-            # Nothing buffered, the usual case: one read brings one whole
-            # message (a few dozen bytes), returned without the buffer.
-            data = os.read(self.fd, _CHUNK)
-            if not data:
-                raise EOFError(f"pipe {self.fd} closed")
-            if len(data) >= 4 and _LEN32.unpack_from(data)[0] == len(data) - 4:
-                return data[4:]
-            self._buf.clear()
-            self._pos = 0
-            self._buf += data
         while True:
             msg = self._next()
             if msg is not None:
                 return msg
-            self._fill()
+            msg = self._read()
+            if msg is not None:
+                return msg
 
     def read_ready(self) -> list:
         """After the descriptor polled readable: one read, and every message now
         complete (possibly none: a message can arrive in pieces)."""
-        self._fill()
+        msg = self._read()
+        if msg is not None:
+            return [msg]
         out = []
         msg = self._next()
         while msg is not None:
