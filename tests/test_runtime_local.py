@@ -137,6 +137,59 @@ def test_waiter_hang_and_failures():
     assert d.rule == "all" and d.answered == (0,) and w.failed == {1: "died", 2: "hung"}
 
 
+def test_waiter_answers_needed_is_a_lower_bound_for_every_rule():
+    # The master sleeps until this many more answers are in: it must never
+    # exceed what the rule that ends the round actually needs.
+    never = np.zeros(6, bool)
+    w = RoundWaiter(letcc.LeTCC(3, 6), range(6), np.zeros(6), never, count=4)     # first 4 of 6
+    assert w.answers_needed() == 4
+    for k, j in enumerate((5, 0, 3)):
+        w.result(j, 0.01 * (k + 1))
+        assert w.answers_needed() == 3 - k and w.decide(0.05) is None
+    w.result(1, 0.05)
+    assert w.answers_needed() == 1 and w.decide(0.05).rule == "count"
+    # no count: LeTCC completes with every worker only; "all" when the rest fail
+    w = RoundWaiter(letcc.LeTCC(2, 4), range(4), np.zeros(4), np.zeros(4, bool))
+    assert w.answers_needed() == 4
+    w.result(2, 0.01)
+    w.fail(0, "died")
+    assert w.answers_needed() == 2
+    w.result(1, 0.02)
+    w.result(3, 0.03)
+    assert w.decide(0.03).rule == "all"
+    # Replication can complete with any one copy of each input: one at a time
+    w = RoundWaiter(letcc.Replication(2, 2), range(4), np.zeros(4), np.zeros(4, bool))
+    assert w.answers_needed() == 1
+    # a worker that can never count is not waited for
+    never = np.array([False, True, False, False])
+    w = RoundWaiter(letcc.LeTCC(2, 4), range(4), np.zeros(4), never, count=3)
+    assert w.answers_needed() == 3 and w.pending == {0, 2, 3}
+
+
+def test_the_master_wakes_once_per_round_when_it_needs_every_answer(rng):
+    # Answers to the current round are counted in shared memory and the one
+    # that completes what the master waits for rings it awake: one wake-up in
+    # the wait, not one per answer (the other poll is the round's opening
+    # non-blocking look at older messages).
+    N, K, d, m = 8, 4, 12, 5
+    f = tanh_linear(d, m)
+    with CodedInference(functools.partial(tanh_linear, d, m), letcc.LeTCC(K, N), stragglers=FixedCount(2),
+                        seed=3) as ci:
+        ci(rng.standard_normal((K, d)))                    # the layout's first round also probes
+        backend, calls = ci.backend, []
+        poll = backend.poll
+        backend.poll = lambda timeout: calls.append(timeout) or poll(timeout)
+        for _ in range(20):
+            X = rng.standard_normal((K, d))
+            calls.clear()
+            out = ci(X)
+            assert len(calls) == 2 and calls[0] == 0.0, calls
+            assert len(ci.last_round.answered) == N - 2
+            assert_close(out, reference(ci.code, f, X, ci.last_round.answered), np.float64)
+            lat = ci.last_round.latencies[list(ci.last_round.answered)]
+            assert np.all((lat > 0) & (lat <= ci.last_round.t_total))     # each worker's own finishing time
+
+
 # ---- rounds through worker processes ----------------------------------------
 
 class _EncodeLog(letcc.LeTCC):

@@ -11,6 +11,8 @@
     code.decode(Y, available) (len(available), ...) worker outputs -> (K, ...) estimates
     code.can_decode(available)  whether decode() accepts this set of workers
     code.is_complete(available) whether waiting for more workers cannot improve the estimate
+    code.complete_needs_every_worker  True when is_complete holds for all N workers
+                              only (a runtime may then sleep until all have answered)
 
 `available` holds worker indices 0..N-1 in any order (e.g. arrival order); row
 i of Y is the output of worker available[i].
@@ -46,6 +48,7 @@ class Code(ABC):
     N: int
     alpha: np.ndarray | None = None
     beta: np.ndarray | None = None
+    complete_needs_every_worker: bool = False
 
     @abstractmethod
     def encode(self, X, out=None, rows=None):

@@ -114,5 +114,7 @@ class BACC(Code):
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0
 
+    complete_needs_every_worker = True      # every answer changes the estimate
+
     def is_complete(self, available) -> bool:
         return self._available(available, allow_empty=True).size == self.N

@@ -71,6 +71,8 @@ class Replication(Code):
 class Uncoded(Replication):
     """No redundancy: N = K workers, worker k computes input k, all are needed."""
 
+    complete_needs_every_worker = True      # each worker holds the only copy of its input
+
     def __init__(self, K):
         super().__init__(K, 1)
 

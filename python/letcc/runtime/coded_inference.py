@@ -447,7 +447,11 @@ class CodedInference:
             if decision is not None:
                 return decision, stale
             wake = waiter.next_change(elapsed)
-            events = backend.poll(None if math.isinf(wake) else max(0.0, wake - elapsed))
+            timeout = None if math.isinf(wake) else max(0.0, wake - elapsed)
+            # sleep until as many answers are in as the rule needs (local backend)
+            if backend.arm(waiter.answers_needed()):
+                timeout = 0.0
+            events = backend.poll(timeout)
             for ev in events:
                 j = ev.worker
                 if ev.round >= 0:

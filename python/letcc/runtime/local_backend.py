@@ -26,10 +26,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from letcc import _core
 from letcc.runtime.frames import FrameReader, frame, write_all
 from letcc.runtime.messages import CANCELLED, DONE, parse_reply, task_frame
 from letcc.runtime.shm_slots import SlotArray, new_prefix
-from letcc.runtime.worker_main import STOP, worker_main
+from letcc.runtime.worker_main import STOP, control_words, worker_main
 
 __all__ = ["Event", "LocalBackend"]
 
@@ -62,6 +63,7 @@ class _Resources:
 
     handles: list
     lifeline: object = None
+    bell: tuple = ()                 # both ends of the doorbell pipe
     segments: list = field(default_factory=list)
     closed: bool = False
 
@@ -103,6 +105,8 @@ def _shutdown(res: _Resources, ctl, join_timeout: float = 2.0) -> None:
             pass
     if res.lifeline is not None:
         res.lifeline.close()
+    for end in res.bell:
+        end.close()
     for seg in res.segments:
         seg.close()
     res.segments.clear()
@@ -188,14 +192,24 @@ class LocalBackend:
         self._sel = selectors.DefaultSelector()
         # lifeline: workers watch the read end; EOF = this process died (see worker_main)
         self._lifeline_r, lifeline_w = self._ctx.Pipe(duplex=False)
-        self._res = _Resources(handles=[None] * self.n, lifeline=lifeline_w)
-        # shared control words (worker_main): [0, n) the round the master still
-        # wants from worker j, [n, 2n) the input slot worker j reads this round
-        self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (2 * self.n,), np.int64)
-        self._ctl_view = self._ctl.view(1).reshape(-1)
-        self._ctl_view[:self.n] = -1
-        self._identity_slots = np.arange(self.n, dtype=np.int64)
-        self._ctl_view[self.n:] = self._identity_slots
+        # doorbell: the worker whose answer completes what the master waits for
+        # writes a byte here (see arm())
+        self._bell_r, self._bell_w = self._ctx.Pipe(duplex=False)
+        self._res = _Resources(handles=[None] * self.n, lifeline=lifeline_w, bell=(self._bell_r, self._bell_w))
+        self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (control_words(self.n),), np.int64)
+        self._ctl_view = ctl = self._ctl.view(1).reshape(-1)
+        n = self.n
+        self._wanted, self._slots, self._done_round = ctl[:n], ctl[n:2 * n], ctl[2 * n:3 * n]
+        self._done_time = ctl[3 * n:4 * n].view(np.float64)
+        self._counter_word, self._bell_word = 4 * n, 4 * n + 1
+        self._wanted[:] = -1
+        self._identity_slots = np.arange(n, dtype=np.int64)
+        self._slots[:] = self._identity_slots
+        self._done_round[:] = -1
+        self._round = -1                 # the latest round submitted
+        self._reported = np.zeros(n, dtype=bool)   # its answers found in the control words
+        self._n_reported = 0
+        self._sel.register(self._bell_r, selectors.EVENT_READ, (-1, "bell"))
         self._finalizer = weakref.finalize(self, _shutdown, self._res, self._ctl)
         try:
             for j in range(self.n):
@@ -211,7 +225,8 @@ class LocalBackend:
         parent, child = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(
             target=worker_main, name=f"letcc-worker-{j}", daemon=True,
-            args=(j, child, self._lifeline_r, self._ctl.spec, self._factory, self._devices[j], self._threads))
+            args=(j, child, self._lifeline_r, self._bell_w, self._ctl.spec, self._factory, self._devices[j],
+                  self._threads))
         proc.start()
         child.close()
         old = self._res.handles[j]
@@ -347,12 +362,20 @@ class LocalBackend:
     def set_input_slots(self, positions) -> None:
         """Which input slot each worker reads from the next task or probe on:
         None = slot j for worker j, else an (N,) array (-1: no input)."""
-        self._ctl_view[self.n:] = self._identity_slots if positions is None else positions
+        self._slots[:] = self._identity_slots if positions is None else positions
 
     def submit(self, r: int, workers, b: int, sleep_s: np.ndarray) -> None:
         """Hand round r to `workers` (their slots already hold the coded inputs)."""
+        # a fresh count for round r, ringing once every worker sent it has
+        # answered until arm() sets the target (an earlier bell, before the
+        # master is ready to sleep, would only wake it for nothing)
+        self._round = r
+        self._reported[:] = False
+        self._n_reported = 0
+        _core.round_counter_start(self._ctl_view, self._counter_word, r)
+        _core.atomic_store(self._ctl_view, self._bell_word, max(1, len(workers)))
         if len(workers):
-            self._ctl_view[np.asarray(workers)] = r     # before the message: see worker_main
+            self._wanted[np.asarray(workers)] = r     # before the message: see worker_main
         # Framed once per distinct message (once per round with virtual delays),
         # a fixed binary struct (messages.py), not a pickle.
         wire: dict = {}
@@ -370,7 +393,33 @@ class LocalBackend:
 
     def cancel(self, workers) -> None:
         if len(workers):
-            self._ctl_view[np.asarray(workers)] = -1
+            self._wanted[np.asarray(workers)] = -1
+
+    def arm(self, answers: int) -> bool:
+        """Let poll() sleep until `answers` more workers finish the latest round
+        (or a message, a death or the timeout); True when that many already
+        have, so poll(0) should be used. Workers count their answers in the
+        shared control words and the one that completes the count rings the
+        doorbell: the master wakes once instead of once per answer."""
+        target = self._n_reported + max(1, int(answers))
+        # seq-cst store then load against the workers' compare-and-swap then
+        # load: either the master sees the count reached, or the worker that
+        # reaches it sees the target and rings
+        _core.atomic_store(self._ctl_view, self._bell_word, target)
+        return _core.round_counter_count(self._ctl_view, self._counter_word, self._round) >= target
+
+    def _answers(self, events: list) -> None:
+        """Events for the latest round's answers recorded in the control words,
+        each at the time its worker finished."""
+        if self._round < 0:
+            return
+        new = np.flatnonzero((self._done_round == self._round) & ~self._reported)
+        if new.size:
+            self._reported[new] = True
+            self._n_reported += int(new.size)
+            r, times = self._round, self._done_time
+            for j in new.tolist():
+                events.append(Event("done", j, r, (), float(times[j])))
 
     def _send(self, j: int, msg) -> bool:
         return self._send_framed(j, frame(pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)))
@@ -396,9 +445,13 @@ class LocalBackend:
         ready = self._sel.select(None if timeout is None else max(0.0, timeout))
         t = time.perf_counter()
         events: list[Event] = []
+        self._answers(events)
         dead = []
         for key, _ in ready:
             j, what = key.data
+            if what == "bell":
+                os.read(self._bell_r.fileno(), 4096)      # rung: the answers are read above
+                continue
             h = self._res.handles[j]
             if h.state == "dead":
                 continue

@@ -231,6 +231,10 @@ class RayBackend:
             ref = self._actors[j].compute.remote(r, row, float(sleep_s[j]), self._chunk_rows)
             self._refs[ref] = (j, r)
 
+    def arm(self, answers: int) -> bool:
+        """(LocalBackend.arm) ray.wait wakes per answer here; nothing to arm."""
+        return False
+
     def cancel(self, workers) -> None:
         for j in workers:
             if self._state[j] == "ready":

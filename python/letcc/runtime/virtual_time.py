@@ -79,6 +79,9 @@ class RoundWaiter:
         self._hmin: float | None = None
         # is_complete is monotone: if all workers still in the race cannot complete, no subset can
         self._may_complete = bool(self.pending) and bool(code.is_complete(sorted(self.pending)))
+        # a code whose is_complete holds for all N workers only (LeTCC, BACC,
+        # Uncoded) can complete only once every pending worker has answered
+        self._complete_needs_all = bool(getattr(code, "complete_needs_every_worker", False))
 
     def result(self, j: int, elapsed: float) -> bool:
         """Worker j answered `elapsed` s after dispatch; True when it counts."""
@@ -101,6 +104,18 @@ class RoundWaiter:
             self.pending.discard(j)
             self._dmin = self._hmin = None
             self.failed.setdefault(j, reason)
+
+    def answers_needed(self) -> int:
+        """At least how many more answers decide() needs before it can end the
+        round other than by time passing (deadline, confirmation, hang: see
+        next_change) or by a failure: the master may sleep until they are in.
+        Always >= 1."""
+        need = len(self.pending)                          # rule "all": nothing pending
+        if self.count is not None:
+            need = min(need, self.count - len(self.arrived))
+        if self._may_complete and not self._complete_needs_all:
+            need = 1
+        return max(1, need)
 
     def _min_pending_delay(self) -> float:
         if self._dmin is None:

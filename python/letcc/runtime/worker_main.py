@@ -27,6 +27,15 @@ Input slot: ``ctl[N + rank]`` says which slot of the input segment holds this
 worker's coded inputs for its next task or probe (the master encodes only
 the workers it sends a round to, into the first slots; see
 letcc.runtime.encode_into). The output slot is always the worker's own.
+
+Answers: "done" for the round the master is on is not a message. The worker
+writes the time and the round into ``ctl[3N + rank]`` and ``ctl[2N + rank]``,
+then adds one to the round's counter ``ctl[4N]`` (compare-and-swap, only
+while it still holds that round: letcc._core.round_counter_add); the worker
+whose answer brings the count to the master's target ``ctl[4N + 1]`` writes
+one byte to the doorbell pipe. The master so sleeps until the answers it
+needs are in (LocalBackend.arm) rather than waking once per answer. A done
+for a round the master has left goes as a message, like the rest.
 """
 from __future__ import annotations
 
@@ -40,6 +49,7 @@ import traceback
 
 import numpy as np
 
+from letcc import _core
 from letcc.runtime.frames import FrameReader, frame, write_all
 from letcc.runtime.messages import TASK, parse_task, reply_frame
 from letcc.runtime.shm_slots import attach
@@ -47,6 +57,11 @@ from letcc.runtime.shm_slots import attach
 __all__ = ["worker_main", "worker_rank", "prepare_model"]
 
 STOP = -2           # ctl value: shut down
+
+
+def control_words(n_workers: int) -> int:
+    """Size of the shared control array for N workers (layout: module docstring)."""
+    return 4 * n_workers + 2
 _RANK: int | None = None
 
 
@@ -98,14 +113,20 @@ def prepare_model(model, device: str):
 
 
 class _Worker:
-    def __init__(self, rank, conn, ctl_spec, call):
+    def __init__(self, rank, conn, bell, ctl_spec, call):
         self.rank = rank
         self.conn = conn                # kept open; read and written through its fd
         self.fd = conn.fileno()
         self.reader = FrameReader(self.fd)
+        self.bell = bell.fileno()
+        os.set_blocking(self.bell, False)   # a full doorbell has rung already
         self.ctl_mem = attach(ctl_spec)
-        self.ctl = self.ctl_mem.slot(0, 1).reshape(-1)   # (2N,) int64: rounds, input slots
-        self.slot_word = self.ctl.shape[0] // 2 + rank
+        self.ctl = ctl = self.ctl_mem.slot(0, 1).reshape(-1)   # int64, layout: module docstring
+        n = (ctl.shape[0] - 2) // 4
+        self.slot_word = n + rank
+        self.done_round = ctl[2 * n:3 * n]
+        self.done_time = ctl[3 * n:4 * n].view(np.float64)
+        self.counter_word, self.bell_word = 4 * n, 4 * n + 1
         self.call = call
         self.inp = None
         self.out = None
@@ -209,6 +230,8 @@ class _Worker:
                 reply = handler(*args)
             except Exception:
                 reply = ("error", r, traceback.format_exc())
+            if reply[0] == "done" and self.answered(r):
+                continue
             try:
                 if reply[0] in ("done", "cancelled"):
                     write_all(fd, reply_frame(reply[0], r))
@@ -216,6 +239,22 @@ class _Worker:
                     write_all(fd, frame(pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)))
             except (BrokenPipeError, OSError):
                 return
+
+    def answered(self, r: int) -> bool:
+        """Report round r as done through the control words (module docstring);
+        False when the master has moved on (then it goes as a message)."""
+        rank = self.rank
+        self.done_time[rank] = time.perf_counter()
+        self.done_round[rank] = r
+        count = _core.round_counter_add(self.ctl, self.counter_word, r)
+        if count < 0:
+            return False
+        if count == _core.atomic_load(self.ctl, self.bell_word):
+            try:
+                os.write(self.bell, b"!")
+            except BlockingIOError:
+                pass                        # full: the master has plenty to wake for
+        return True
 
     def close(self) -> None:
         self._views.clear()
@@ -252,7 +291,7 @@ def _batch_scheduling() -> None:
             pass
 
 
-def worker_main(rank: int, conn, lifeline, ctl_spec, model_factory, device: str, threads: int | None) -> None:
+def worker_main(rank: int, conn, lifeline, bell, ctl_spec, model_factory, device: str, threads: int | None) -> None:
     """Process entry point: build the model, say ready, serve tasks until stop/EOF."""
     global _RANK
     # Ctrl-C goes to the whole process group: the master handles it and stops us.
@@ -273,7 +312,7 @@ def worker_main(rank: int, conn, lifeline, ctl_spec, model_factory, device: str,
         except OSError:
             pass
         return
-    worker = _Worker(rank, conn, ctl_spec, call)
+    worker = _Worker(rank, conn, bell, ctl_spec, call)
     try:
         conn.send(("ready", os.getpid()))
         worker.loop()
