@@ -7,17 +7,21 @@ slots and pipes for the object store and ``ray.wait``)::
     ----------------------------------------------------   ---------------------------
     ci(X) X: (B*K, ...)
       | groups of K -> (K, B, ...)
-      | code.encode ------------> input slots (shared memory, one segment,
-      |                            (N, B, ...), slot j = worker j's rows)
-      | ctl[j] = round  (shared int64 per worker: the round the master wants)
-      | pipe j: ("task", round, B, sleep, chunk) ----->  recv
+      | code.encode(rows=sent) -> input slots (shared memory, one segment,
+      |                            (N, B, ...); the workers sent the round
+      |                            take the first slots, in order)
+      | ctl: round wanted from j, j's input slot, a fresh answer count for the round
+      | pipe j: task (round, B, sleep, chunk) -------->  recv
       |                                                  [sleep, if simulate="sleep"]
       |                                                  for each chunk of rows:
       |                                                      stop if ctl[j] != round
-      |                                                      y = model(slot j rows)
+      |                                                      y = model(its input slot)
       |                                                      output slot j <- y
-      | pipe j: ("done", round) <----------------------  send
-      | v_j = arrival + injected delay (virtual time)
+      |                                                  ctl: j done round, at time t
+      |                                                  count += 1 (compare-and-swap)
+      | sleep until `needed` answers are in  <---------  doorbell, by the one whose
+      |   (doorbell pipe; also any message or death)      answer reaches the target
+      | v_j = t_j + injected delay (virtual time)
       | RoundWaiter: first N-S confirmed answers, complete, deadline, or all
       | ctl[late] = -1   (late workers abandon the round at their next check)
       | code.decode(output slots of the answering set)
