@@ -317,37 +317,39 @@ def main():
     print(f"BLAS: {blas_summary()}; letcc kernels: {letcc.kernel_isa()}, {letcc.get_num_threads()} threads")
     load_before = os.getloadavg()
     rows = []
-    backends = ["local", "threads"] + ([] if args.no_ray else ["ray"])
-    if "ray" in backends:
-        import ray
+    backends = ["local", "threads"]
 
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
-    for N in (4, 16):
-        K, S = N // 2, N // 4
-        X = np.random.default_rng(1).standard_normal((K,) + SHAPE).astype(np.float32)
-        for simulate in ("sleep", "virtual"):
-            for backend in backends:
-                rounds = args.ray_rounds if backend == "ray" else args.rounds
-                t0 = time.perf_counter()
-                if backend == "threads":
-                    c0 = cpu_seconds([os.getpid()])
-                    over = run_threads(N, K, S, rounds, simulate, X)
-                    cpu = ((cpu_seconds([os.getpid()]) - c0) / (rounds + 20), float("nan"), float("nan"))
-                    enc = wait = dec = None
-                else:
-                    over, enc, wait, dec, cpu = run_runtime(backend, N, K, S, rounds, simulate, X)
-                med, p99 = stats(over)
-                row = dict(N=N, K=K, S=S, simulate=simulate, backend=backend, rounds=rounds, median=med, p99=p99,
-                           enc=np.median(enc) * 1e3 if enc else float("nan"),
-                           wait=np.median(wait) * 1e3 if wait else float("nan"),
-                           dec=np.median(dec) * 1e3 if dec else float("nan"),
-                           cpu_master=cpu[0] * 1e3, cpu_workers=cpu[1] * 1e3, cpu_model=cpu[2] * 1e3)
-                rows.append(row)
-                print(f"N={N:2d} {simulate:7s} {backend:7s} overhead median {med:7.2f} ms  p99 {p99:7.2f} ms   "
-                      f"(encode {row['enc']:.2f}, wait-beyond-delay {row['wait']:.2f}, decode {row['dec']:.2f}; "
-                      f"CPU master {row['cpu_master']:.2f}, workers {row['cpu_workers']:.2f}, of which the model "
-                      f"{row['cpu_model']:.2f}) [{time.perf_counter() - t0:.0f} s]", flush=True)
+    def measure(backends, rounds_of):
+        for N in (4, 16):
+            K, S = N // 2, N // 4
+            X = np.random.default_rng(1).standard_normal((K,) + SHAPE).astype(np.float32)
+            for simulate in ("sleep", "virtual"):
+                for backend in backends:
+                    rounds = rounds_of(backend)
+                    t0 = time.perf_counter()
+                    if backend == "threads":
+                        c0 = cpu_seconds([os.getpid()])
+                        over = run_threads(N, K, S, rounds, simulate, X)
+                        cpu = ((cpu_seconds([os.getpid()]) - c0) / (rounds + 20), float("nan"), float("nan"))
+                        enc = wait = dec = None
+                    else:
+                        over, enc, wait, dec, cpu = run_runtime(backend, N, K, S, rounds, simulate, X)
+                    med, p99 = stats(over)
+                    row = dict(N=N, K=K, S=S, simulate=simulate, backend=backend, rounds=rounds, median=med,
+                               p99=p99, enc=np.median(enc) * 1e3 if enc else float("nan"),
+                               wait=np.median(wait) * 1e3 if wait else float("nan"),
+                               dec=np.median(dec) * 1e3 if dec else float("nan"),
+                               cpu_master=cpu[0] * 1e3, cpu_workers=cpu[1] * 1e3, cpu_model=cpu[2] * 1e3)
+                    rows.append(row)
+                    print(f"N={N:2d} {simulate:7s} {backend:7s} overhead median {med:7.2f} ms  p99 {p99:7.2f} ms   "
+                          f"(encode {row['enc']:.2f}, wait-beyond-delay {row['wait']:.2f}, decode {row['dec']:.2f}; "
+                          f"CPU master {row['cpu_master']:.2f}, workers {row['cpu_workers']:.2f}, of which the "
+                          f"model {row['cpu_model']:.2f}) [{time.perf_counter() - t0:.0f} s]", flush=True)
+
+    # The local backend and the threads floor first, with no Ray daemons
+    # (GCS, raylet, idle actors) running beside them on the 2 cores; Ray's
+    # rows last, between ray.init and ray.shutdown.
+    measure(backends, lambda backend: args.rounds)
     # the machinery alone: 8-float inputs and a trivial model, so encode, decode
     # and the model cost next to nothing and what is left is processes, pipes,
     # wake-ups and the master's own Python
@@ -364,13 +366,16 @@ def main():
               f"(wait {np.median(wait) * 1e3:.2f}; CPU per round: master {cpu[0] * 1e3:.2f}, workers "
               f"{cpu[1] * 1e3:.2f} ms); bare pipes to {N - S} processes: {bare * 1e3:.3f} ms (CPU master "
               f"{bare_cpu[0] * 1e3:.3f}, workers {bare_cpu[1] * 1e3:.3f} ms)", flush=True)
-    load_after = os.getloadavg()
-    # encode alone, and the copy the runtime pays because code.encode has no out= yet
+    # encode alone: into a new array, the copy of that into the slots, straight
+    # into a preallocated buffer (what CodedInference does when every worker
+    # is sent the round) and the 12 rows of the workers a virtual round is sent
+    # to (encode(rows=...), what it does with S = 4 never-answering workers)
     code = letcc.LeTCC(8, 16)
     X = np.random.default_rng(1).standard_normal((8, 1) + SHAPE).astype(np.float32)
     buf = np.empty((16, 1) + SHAPE, np.float32)
-    t_enc, t_copy, t_into = [], [], []
-    cpu_into = 0.0
+    sent = [0, 1, 2, 4, 5, 6, 8, 9, 11, 12, 13, 15]
+    t_enc, t_copy, t_into, t_rows = [], [], [], []
+    cpu_into = cpu_rows = 0.0
     for _ in range(100):
         t = time.perf_counter()
         coded = code.encode(X)
@@ -379,15 +384,32 @@ def main():
         buf[...] = coded
         t_copy.append(time.perf_counter() - t)
         t, c = time.perf_counter(), time.process_time()
-        code.encoder(X, out=buf)            # what CodedInference's encode costs
+        code.encode(X, out=buf)
         t_into.append(time.perf_counter() - t)
         cpu_into += time.process_time() - c
+        t, c = time.perf_counter(), time.process_time()
+        code.encode(X, out=buf[:12], rows=sent)
+        t_rows.append(time.perf_counter() - t)
+        cpu_rows += time.process_time() - c
     enc_line = (f"LeTCC(8, 16) encode of 8 x 3x224x224 float32: {np.median(t_enc) * 1e3:.2f} ms; copying the "
-                f"9.6 MB result into the slots: {np.median(t_copy) * 1e3:.2f} ms; the encoder plan writing "
-                f"straight into a preallocated buffer (out=, what CodedInference does): "
-                f"{np.median(t_into) * 1e3:.2f} ms (medians), {cpu_into / 100 * 1e3:.2f} ms CPU "
-                f"({letcc.get_num_threads()} threads, mean)")
+                f"9.6 MB result into the slots: {np.median(t_copy) * 1e3:.2f} ms; writing straight into a "
+                f"preallocated buffer (out=, what CodedInference does when it sends every worker the round): "
+                f"{np.median(t_into) * 1e3:.2f} ms, {cpu_into / 100 * 1e3:.2f} ms CPU; the 12 workers of a round "
+                f"with 4 never-answering ones only (rows=, the virtual rows above): {np.median(t_rows) * 1e3:.2f} "
+                f"ms, {cpu_rows / 100 * 1e3:.2f} ms CPU (medians; CPU: {letcc.get_num_threads()} threads, mean)")
     print(enc_line)
+    load_after = os.getloadavg()
+    if not args.no_ray:
+        import ray
+
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+        try:
+            measure(["ray"], lambda backend: args.ray_rounds)
+        finally:
+            ray.shutdown()
+    order = {"local": 0, "threads": 1, "ray": 2}
+    rows.sort(key=lambda r: (r["N"], r["simulate"], order[r["backend"]]))
     write_results(rows, args, load_before, load_after, enc_line, machinery)
 
 
@@ -400,13 +422,14 @@ def write_results(rows, args, load_before, load_after, enc_line, machinery=()):
         f"(`--rounds {args.rounds} --ray-rounds {args.ray_rounds}`). Machine: {os.cpu_count()} cores, "
         f"{platform.processor() or platform.machine()}, Python {platform.python_version()}; BLAS: {blas_summary()}; "
         f"letcc kernels {letcc.kernel_isa()}. Load average before / after: "
-        f"{load_before[0]:.1f} / {load_after[0]:.1f} (the machine is shared; every backend ran under the same load).",
+        f"{load_before[0]:.1f} / {load_after[0]:.1f} around the local and threads rows (the machine is shared). "
+        "Ray's daemons were started only after those rows, for its own, and shut down after them.",
         "",
         "Overhead = submit-to-decoded time minus the (N-S)-th smallest injected delay; 3x224x224 float32 inputs, "
         "K = N/2, S = N/4, LeTCC(K, N), a cheap model (channel means + 3x10 head). `sleep`: ShiftedExponential "
         "delays (2 ms + Exp(1 ms)) slept inside the workers; `virtual`: FixedCount(S) on the master (no delay "
-        "to subtract). Breakdown columns (medians, CodedInference's `last_round`): encode (incl. the copy into "
-        "the slots), wait beyond the (N-S)-th delay (dispatch, worker compute, gather), decode.",
+        "to subtract). Breakdown columns (medians, CodedInference's `last_round`): encode (straight into "
+        "the slots, the rows of the workers sent the round only), wait beyond the (N-S)-th delay (dispatch, worker compute, gather), decode.",
         "",
         "Target for the local backend at N = 16: median < 2 ms, p99 < 5 ms.",
         "",

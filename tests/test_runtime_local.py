@@ -10,6 +10,7 @@ on how fast the machine is.
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 import pytest
@@ -164,6 +165,15 @@ def test_waiter_answers_needed_is_a_lower_bound_for_every_rule():
     never = np.array([False, True, False, False])
     w = RoundWaiter(letcc.LeTCC(2, 4), range(4), np.zeros(4), never, count=3)
     assert w.answers_needed() == 3 and w.pending == {0, 2, 3}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/timerslack_ns"), reason="Linux >= 4.6 only")
+def test_workers_sleep_with_precise_timers():
+    # simulate="sleep" delays end on time: the workers' timer slack is 1 ns
+    with CodedInference(functools.partial(tanh_linear, 3, 2), letcc.LeTCC(2, 3)) as ci:
+        for pid in ci.worker_pids():
+            with open(f"/proc/{pid}/timerslack_ns") as fh:
+                assert int(fh.read()) == 1
 
 
 def test_the_master_wakes_once_per_round_when_it_needs_every_answer(rng):
