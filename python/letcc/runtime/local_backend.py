@@ -380,16 +380,12 @@ class LocalBackend:
         # a fixed binary struct (messages.py), not a pickle.
         wire: dict = {}
         sleeps = sleep_s.tolist()
-        handles = self._res.handles
         for j in workers:
             s = sleeps[j]
             data = wire.get(s)
             if data is None:
                 data = wire[s] = task_frame(r, b, s, self._chunk_rows)
-            try:
-                write_all(handles[j].fd, data)
-            except OSError:     # it just died (or its pipe is closed); its sentinel will say so
-                pass
+            self._send_framed(j, data)
 
     def cancel(self, workers) -> None:
         if len(workers):

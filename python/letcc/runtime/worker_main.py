@@ -1,20 +1,21 @@
 """The worker loop of the local backend (runs in a spawned / forkserver process).
 
 A worker owns one model, built once by ``model_factory()``. It reads its coded
-inputs from its slot of the shared input segment, writes ``f(inputs)`` into its
-slot of the shared output segment, and tells the master with a message of a few
-bytes. Every message carries the round id it answers.
+inputs from a slot of the shared input segment, writes ``f(inputs)`` into its
+slot of the shared output segment, and tells the master: through the shared
+control words for an answer to the master's current round (below), with a
+message of a few bytes otherwise. Every answer carries the round id it answers.
 
 Messages (in Connection's framing, letcc.runtime.frames; a duplex Pipe per
-worker; task, done and cancelled as fixed binary structs, letcc.runtime.messages,
+worker; task, done and cancelled are fixed binary structs, letcc.runtime.messages,
 the rest pickled tuples), master -> worker:
+    task (round, b, sleep_s, chunk_rows)    compute its input slot's rows 0..b-1
     ("layout", in_spec, out_spec|None)      attach new segments (shapes changed)
-    ("task", round, b, sleep_s, chunk_rows) compute slot rows 0..b-1
     ("probe", round, b)                     compute row 0 only, report its shape
     ("stop",)
 worker -> master:
     ("ready", pid) | ("init_error", traceback)
-    ("done", round) | ("cancelled", round) | ("error", round, traceback)
+    done (round) | cancelled (round) | ("error", round, traceback)
     ("shape", round, shape, dtype)          output does not match the layout
     ("probe", round, shape, dtype)
 
@@ -57,12 +58,12 @@ from letcc.runtime.shm_slots import attach
 __all__ = ["worker_main", "worker_rank", "prepare_model"]
 
 STOP = -2           # ctl value: shut down
+_RANK: int | None = None
 
 
 def control_words(n_workers: int) -> int:
     """Size of the shared control array for N workers (layout: module docstring)."""
     return 4 * n_workers + 2
-_RANK: int | None = None
 
 
 def worker_rank() -> int | None:
