@@ -107,3 +107,19 @@ def test_encode_rows_out_of_wrong_shape_is_refused(rng, code):
     X = rng.standard_normal((code.K, 4))
     with pytest.raises(ValueError, match="out has shape"):
         code.encode(X, out=np.empty((code.N, 4)), rows=[0, 1])
+
+
+@pytest.mark.parametrize("lam_enc", [0.0, 1e-3])
+def test_subset_encoders_are_the_encoders_fit_at_the_subsets_nodes(rng, lam_enc):
+    # encoder_for builds them without re-checking the nodes: the same plan as
+    # SplineSmoother(alpha, beta[rows], lam_enc) built from scratch
+    code = letcc.LeTCC(5, 13, lam_enc=lam_enc)
+    for dtype in (np.float32, np.float64):
+        X = rng.standard_normal((5, 40)).astype(dtype)
+        for rows in ([12, 0, 4], [7], list(range(13))[::-1]):
+            plan = code.encoder_for(rows)
+            ref = letcc.SplineSmoother(code.alpha, code.beta[rows], lam=code.lam_enc)
+            assert (plan.n, plan.q, plan.lam, plan.method) == (5, len(rows), ref.lam, ref.method)
+            np.testing.assert_array_equal(plan.at, ref.at)
+            np.testing.assert_array_equal(plan(X), ref(X))
+    assert code.encoder_for(list(range(13))) is code.encoder

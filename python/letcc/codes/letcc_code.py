@@ -121,8 +121,8 @@ class LeTCC(Code):
         idx = self._rows(rows)
         if idx.shape[0] == self.N and np.array_equal(idx, np.arange(self.N)):
             return self.encoder
-        return self._row_encoders.get(idx.tobytes(),
-                                      lambda: SplineSmoother(self.alpha, self.beta[idx], lam=self.lam_enc))
+        # the encoder's own fit at the subset's nodes (checked already)
+        return self._row_encoders.get(idx.tobytes(), lambda: self.encoder._at_points(self.beta[idx]))
 
     # ---- decoding -------------------------------------------------------
 

@@ -69,6 +69,21 @@ class SplineSmoother(LinearMap):
         self._apply = self._plan.apply
         self._gpu_plan = None
 
+    def _at_points(self, at: np.ndarray) -> "SplineSmoother":
+        """The same fit (x, w, lam, nu, method) evaluated at `at` instead, without
+        the argument checks: for a caller whose `at` is a non-empty, finite,
+        C-contiguous float64 array (a code building its encoder for a subset of
+        its workers on a round's critical path, where the checks cost several
+        times the plan). Equal to SplineSmoother(x, at, lam, w, nu=nu, method=method)."""
+        plan = object.__new__(SplineSmoother)
+        plan.x, plan.w, plan.lam, plan.nu, plan.method = self.x, self.w, self.lam, self.nu, self.method
+        plan.at = at
+        plan.n, plan.q = self.n, at.shape[0]
+        plan._plan = _core.Plan(plan.x, plan.w, plan.lam, at, plan.nu, plan.method)
+        plan._apply = plan._plan.apply
+        plan._gpu_plan = None
+        return plan
+
     def _gpu_call(self, y, out):
         from letcc.splines.cuda_dispatch import apply_plan_gpu
 
