@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 
 import numpy as np
 import pytest
@@ -174,6 +175,23 @@ def test_workers_sleep_with_precise_timers():
         for pid in ci.worker_pids():
             with open(f"/proc/{pid}/timerslack_ns") as fh:
                 assert int(fh.read()) == 1
+
+
+def test_timed_waits_keep_microseconds(monkeypatch):
+    # epoll's timeout is whole milliseconds, rounded up (a deadline overshot by
+    # 0.6 ms); the backend waits on the epoll descriptor with select() instead
+    import letcc.runtime.local_backend as lb
+
+    with CodedInference(functools.partial(tanh_linear, 3, 2), letcc.LeTCC(2, 3)) as ci:
+        backend, seen = ci.backend, []
+        real = lb.select.select
+        monkeypatch.setattr(lb.select, "select", lambda r, w, x, t: seen.append((r, t)) or real(r, w, x, t))
+        t0 = time.perf_counter()
+        assert backend.poll(0.0025) == []                 # nothing is running: the timeout
+        assert time.perf_counter() - t0 >= 0.0025
+        assert seen == [([backend._sel.fileno()], 0.0025)]
+        out = ci(np.ones((2, 3)))                          # events still come through
+        assert out.shape == (2, 2)
 
 
 def test_the_master_wakes_once_per_round_when_it_needs_every_answer(rng):
