@@ -486,7 +486,8 @@ class LocalBackend:
         if timeout is None:
             return self._sel.select(None)
         timeout = max(0.0, timeout)
-        fd = self._sel.fileno() if hasattr(self._sel, "fileno") else -1
+        epoll = getattr(selectors, "EpollSelector", None)
+        fd = self._sel.fileno() if epoll is not None and isinstance(self._sel, epoll) else -1
         if timeout == 0.0 or not 0 <= fd < _SELECT_MAX_FD:
             return self._sel.select(timeout)
         if not select.select([fd], [], [], timeout)[0]:
