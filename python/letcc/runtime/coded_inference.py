@@ -355,7 +355,11 @@ class CodedInference:
         if not workers:
             workers = self._await_any_ready()
         virtual = self.simulate == "virtual"
-        sent = [j for j in workers if not never[j]] if virtual else list(workers)
+
+        def to_send(ready):
+            return [j for j in ready if not never[j]] if virtual else list(ready)
+
+        sent = to_send(workers)
 
         # encode straight into the input slots: the coded inputs of `sent` only
         groups = Xn.reshape((B, self.K) + row_shape).swapaxes(0, 1)       # (K, B, ...)
@@ -377,7 +381,7 @@ class CodedInference:
             before, workers = set(workers), self._backend.ready_workers()
             if positions is not None:       # a worker ready since the encode has no input
                 workers = [j for j in workers if j in before]
-            sent = [j for j in workers if not never[j]] if virtual else list(workers)
+            sent = to_send(workers)
 
         ready = set(workers)
         failed = {j: "not ready" for j in range(self.N) if j not in ready}

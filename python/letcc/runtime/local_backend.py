@@ -435,10 +435,6 @@ class LocalBackend:
         if self._queued:
             events, self._queued = self._queued, []
             return events
-        if not self._sel.get_map():
-            if timeout:
-                time.sleep(min(timeout, 0.05))
-            return []
         # a persistent epoll selector: multiprocessing.connection.wait would build and
         # fill a new one on every call (~150 us for 16 workers, several times a round)
         ready = self._select(timeout)

@@ -48,10 +48,9 @@ class LatencyModel(StragglerModel):
         return self._delays(N, rng)
 
     def sample(self, N: int, rng: np.random.Generator) -> StragglerDraw:
-        N = as_int(N, "N", 1)
-        check_generator(rng)
+        delays = self.sample_delays(N, rng)
+        N = delays.shape[0]
         n_wait = self.wait_count(N)
-        delays = self._delays(N, rng)
         counts = np.isfinite(delays)
         if self.deadline is not None:
             counts &= delays <= self.deadline
