@@ -82,20 +82,6 @@ void for_each_tile(std::size_t m, std::size_t tw, std::size_t work, int threads,
     });
 }
 
-// Columns before the first 64-byte line boundary of `out` (0 when it is on one,
-// or when its rows are not whole elements apart from a line: then no shift
-// lines up). Banded plan tiles start there, so every tile's output rows are
-// whole cache lines: a tile edge inside a line leaves partial lines of
-// non-temporal stores at both tiles' edges. Measured at n = q = 64, m = 150528,
-// float32, 2 threads, numpy's default placement (16 bytes past a page): 5.7 ms
-// with the edges inside lines, 5.3 ms on line boundaries.
-template <class T>
-std::size_t columns_to_line(const T* out, std::size_t m) {
-    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(out);
-    if (a % sizeof(T) != 0 || (m * sizeof(T)) % 64 != 0) return 0;
-    return ((64 - a % 64) % 64) / sizeof(T);
-}
-
 bool ranges_overlap(const py::array& a, const py::array& b) {
     const char* a0 = static_cast<const char*>(a.data());
     const char* b0 = static_cast<const char*>(b.data());

@@ -132,19 +132,6 @@ bool use_avx2_kernel() {
     return k == kAvx2 || (k == kAuto && active_isa() != Isa::kBaseline);
 }
 
-double* aligned64(double* buf) {
-    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(buf);
-    return reinterpret_cast<double*>((a + 63) & ~std::uintptr_t(63));
-}
-
-// The gamma buffer inside the caller's scratch, 64-byte aligned and
-// kBufferLeadBytes past the tile's first input element modulo 4 KiB (plan.hpp).
-double* placed_buffer(double* buf, const void* tile_input) {
-    const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(aligned64(buf));
-    const std::uintptr_t want = (reinterpret_cast<std::uintptr_t>(tile_input) + kBufferLeadBytes) & 4095;
-    return reinterpret_cast<double*>(base + (((want - base) & 4095) & ~std::uintptr_t(63)));
-}
-
 }  // namespace
 
 // Both dtypes: the AVX2 kernel where it is chosen, else the generic builds;

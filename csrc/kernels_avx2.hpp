@@ -9,8 +9,10 @@
 //   16-byte-aligned buffer splits half of them across cache lines).
 // - Outputs far larger than the caches are written with non-temporal stores
 //   for float32 too (16-byte stores of 4 converted lanes).
-// - The next tile's rows are prefetched a few cache lines per back-substitution
-//   row, spread over the whole tile, instead of in one burst per forward row.
+// - The next tile's rows are prefetched one cache line every few vectors of the
+//   evaluation loop, so the prefetches are spread evenly over the back
+//   substitution and evaluation (which interleave) instead of coming in
+//   bursts; see plan_tile.
 //
 // Every function here is compiled for AVX2+FMA through the target attribute
 // (no lambdas: they would not inherit it); dispatch.cpp calls them only on a
@@ -47,11 +49,16 @@ LETCC_AVX2_FN void stream4(double* p, __m256d v) {
     _mm_stream_pd(p + 2, _mm256_extractf128_pd(v, 1));
 }
 
-// Issues the next tile's prefetches a few lines at a time, row by row.
+// Issues the next tile's prefetches a few lines at a time, row by row. The
+// evaluation loop issues one line whenever its column counter has no bits in
+// common with eval_mask (every (eval_mask + 1) / 4 vectors); every
+// back-substitution row issues back_lines more (what the evaluation has too
+// few vectors for).
 struct PrefetchCursor {
     const char* base = nullptr;
     std::size_t stride = 0, row_bytes = 0, b = 0;
     std::int64_t rows = 0, r = 0;
+    std::size_t eval_mask = ~std::size_t(0), back_lines = 0;
     LETCC_AVX2_FN void step(std::size_t lines) {
         for (std::size_t t = 0; t < lines && r < rows; ++t) {
             _mm_prefetch(base + static_cast<std::size_t>(r) * stride + b, _MM_HINT_T1);
@@ -60,6 +67,30 @@ struct PrefetchCursor {
         }
     }
 };
+
+// Paces the next tile's `lines` prefetches: one every `interval` vectors of the
+// evaluation loop (q queries of `vectors` vectors each), the largest interval
+// (a power of two, at most 32) at which the evaluation still issues them all;
+// whatever it cannot issue (few queries) goes to the back substitution's
+// `back_rows` rows. Spread like this the prefetches leave the passes' own
+// loads alone. Against bursts of about 30 lines per back-substitution step
+// (the previous pacing; C++ harness, interleaved runs, best of 10-40, 1 / 2
+// threads): n = q = 64, m = 150528, float32 0.91-0.93x / 0.83-0.94x, float64
+// 0.89x / 0.92x; n = q = 256 float32 0.91x / 0.94x, float64 0.81x / 0.95x;
+// n = 64, q = 16 0.94x / 1.0x. One line every 2 vectors instead of 4 (n = q =
+// 64, float32) gained only 0-7%.
+inline void set_prefetch_pace(PrefetchCursor& pc, std::int64_t q, std::size_t vectors, std::size_t lines,
+                              std::size_t back_rows) {
+    const std::size_t queries = static_cast<std::size_t>(q);
+    std::size_t interval = 0, issued = 0;
+    if (vectors > 0 && queries > 0) {
+        interval = 1;
+        while (interval < 32 && queries * ((vectors + 2 * interval - 1) / (2 * interval)) >= lines) interval *= 2;
+        pc.eval_mask = 4 * interval - 1;
+        issued = queries * ((vectors + interval - 1) / interval);
+    }
+    pc.back_lines = issued >= lines ? 0 : (lines - issued) / back_rows + 1;
+}
 
 // Forward substitution fused with z = Q^T y; buffer row r = knot r - 1, rows
 // bs doubles apart (bs: tw rounded up to a multiple of 4, buf 32-byte aligned).
@@ -212,7 +243,7 @@ LETCC_AVX2_FN bool store_runs_ahead_of(const void* dst, const void* src) {
 template <class T>
 LETCC_AVX2_FN void eval_query(const PlanTables& p, std::int64_t qi, const T* __restrict__ y, std::size_t ldy,
                               T* __restrict__ out, std::size_t ldo, std::size_t c0, std::size_t tw, std::size_t bs,
-                              const double* __restrict__ buf, bool stream) {
+                              const double* __restrict__ buf, bool stream, PrefetchCursor& pc) {
     const std::int64_t k = p.k[qi];
     const T* __restrict__ ya = y + static_cast<std::size_t>(k) * ldy + c0;
     const T* __restrict__ yb = y + static_cast<std::size_t>(p.k1[qi]) * ldy + c0;
@@ -234,6 +265,7 @@ LETCC_AVX2_FN void eval_query(const PlanTables& p, std::int64_t qi, const T* __r
     // stores. The order does not change any column's arithmetic.
     const bool down = store_runs_ahead_of(o, ya) || store_runs_ahead_of(o, yb);
     for (std::size_t t = 0; t < tw4; t += 4) {
+        if ((t & pc.eval_mask) == 0) pc.step(1);
         const std::size_t j = down ? tw4 - 4 - t : t;
         __m256d r = _mm256_mul_pd(CA, load4(ya + j));
         r = _mm256_fmadd_pd(CB, load4(yb + j), r);
@@ -259,9 +291,10 @@ LETCC_AVX2_FN void eval_query(const PlanTables& p, std::int64_t qi, const T* __r
 template <class T>
 LETCC_AVX2_FN void eval_interval(const PlanTables& p, std::int64_t kk, const T* __restrict__ y, std::size_t ldy,
                                  T* __restrict__ out, std::size_t ldo, std::size_t c0, std::size_t tw,
-                                 std::size_t bs, const double* __restrict__ buf, bool stream) {
+                                 std::size_t bs, const double* __restrict__ buf, bool stream,
+                                 PrefetchCursor& pc) {
     for (std::int64_t t = p.by_k[kk]; t < p.by_k[kk + 1]; ++t)
-        eval_query(p, p.order[t], y, ldy, out, ldo, c0, tw, bs, buf, stream);
+        eval_query(p, p.order[t], y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
 }
 
 // The whole plan on one column tile (see kernels::plan_tile). buf: 32-byte
@@ -275,33 +308,31 @@ __attribute__((target("avx2,fma"))) inline void plan_tile(const PlanTables& p, c
     const std::int64_t n = p.n;
     const std::size_t bs = padded_width(tw);
     PrefetchCursor pc;
-    std::size_t lines_per_row = 0;
     if (prefetch_cols && c0 + prefetch_cols + tw <= ldy && n > 2) {
         pc.base = reinterpret_cast<const char*>(y + c0 + prefetch_cols);
         pc.stride = ldy * sizeof(T);
         pc.row_bytes = tw * sizeof(T);
         pc.rows = n;
-        // n rows of the next tile over the n - 2 back-substitution steps.
-        const std::size_t lines = static_cast<std::size_t>(n) * ((pc.row_bytes + 63) / 64);
-        lines_per_row = lines / static_cast<std::size_t>(n - 2) + 1;
+        set_prefetch_pace(pc, p.q, tw / 4, static_cast<std::size_t>(n) * ((pc.row_bytes + 63) / 64),
+                          static_cast<std::size_t>(n - 2));
     }
     forward(p, y, ldy, c0, tw, bs, buf);
     // Each query is evaluated as soon as the four gamma rows it reads are
     // final: interval k needs knots k-1 .. k+2.
     std::int64_t i = n - 2;
     for (; i >= 2; i -= 2) {
-        pc.step(2 * lines_per_row);
+        pc.step(2 * pc.back_lines);
         back_two(p, i, tw, bs, buf);
-        eval_interval(p, i + 1, y, ldy, out, ldo, c0, tw, bs, buf, stream);
-        eval_interval(p, i, y, ldy, out, ldo, c0, tw, bs, buf, stream);
+        eval_interval(p, i + 1, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
+        eval_interval(p, i, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
     }
     for (; i >= 1; --i) {
-        pc.step(lines_per_row);
+        pc.step(pc.back_lines);
         back_one(p, i, tw, bs, buf);
-        eval_interval(p, i + 1, y, ldy, out, ldo, c0, tw, bs, buf, stream);
+        eval_interval(p, i + 1, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
     }
     const std::int64_t last = (n >= 3) ? std::min<std::int64_t>(1, n - 1) : n - 1;
-    for (std::int64_t kk = last; kk >= 0; --kk) eval_interval(p, kk, y, ldy, out, ldo, c0, tw, bs, buf, stream);
+    for (std::int64_t kk = last; kk >= 0; --kk) eval_interval(p, kk, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
     // Non-temporal stores are weakly ordered: fence them before the thread
     // pool tells the caller this tile is done.
     if (stream) _mm_sfence();
