@@ -1,0 +1,233 @@
+// Where the banded plan kernel's time goes (issue 2: "record what you reach and
+// what limits it"). bench/kernel_passes.py compiles this file together with
+// csrc/dispatch.cpp and runs it; it prints one JSON object.
+//
+// One plan (n Chebyshev knots of the second kind, K = n query points of the
+// first kind, lam = 1e-3, as in bench/spline.py) applied to float32 input with
+// letcc's AVX2 kernel. Every measurement runs once per round, the rounds
+// interleave all of them, and the best round is kept (steady_clock):
+//
+//   cache_*        the kernel's passes on two tiles that stay in cache, one
+//                  thread, in plan_tile's order and on the buffer placed as
+//                  the dispatcher places it: forward (Q^T y and the forward
+//                  substitution), forward_back (then the back substitution),
+//                  tile (all three passes: the evaluation is tile - forward_back);
+//   full_1t/2t     the whole plan on m columns the way letcc runs it (its tile
+//                  width, line-aligned tiles, the dispatcher's plan_tile_f32,
+//                  non-temporal output, the next tile prefetched), 1 and 2 threads;
+//   in_cached_1t   the same walk on one thread, but every tile reads its input
+//                  from one tile-sized block that stays in cache (the output
+//                  still goes to memory);
+//   out_cached_1t  the same, every tile writing its output to one block that
+//                  stays in cache (the input still comes from memory);
+//   clock_ghz      a chain of dependent integer adds (one per cycle on any
+//                  x86-64 core): the clock this core ran at.
+//
+// Usage: kernel_passes N M ROUNDS
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <new>
+#include <random>
+#include <vector>
+
+#include <sys/mman.h>
+
+#include "dispatch.hpp"
+#include "kernels_avx2.hpp"
+#include "plan.hpp"
+#include "thread_pool.hpp"
+
+using namespace letcc;
+
+namespace {
+
+double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double seconds(const std::function<void()>& f) {
+    const double t0 = now();
+    f();
+    return now() - t0;
+}
+
+double clock_ghz(int rounds) {
+    const long iters = 20'000'000;
+    double best = 1e300;
+    for (int r = 0; r < rounds; ++r) {
+        best = std::min(best, seconds([&] {
+            long x = 0;
+            for (long i = 0; i < iters; ++i)
+                asm volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+                             "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
+                             : "+r"(x));
+        }));
+    }
+    return 8.0 * static_cast<double>(iters) / best * 1e-9;
+}
+
+// float storage placed as numpy places a large array: on transparent huge pages
+// (numpy advises them for large allocations), 16 bytes past a line boundary.
+struct Array {
+    void* raw = nullptr;
+    float* data = nullptr;
+    explicit Array(std::size_t count) {
+        const std::size_t huge = std::size_t(2) << 20;
+        const std::size_t bytes = (count * sizeof(float) + 64 + huge - 1) / huge * huge;
+        raw = std::aligned_alloc(huge, bytes);
+        if (!raw) throw std::bad_alloc();
+        madvise(raw, bytes, MADV_HUGEPAGE);
+        std::memset(raw, 0, bytes);
+        data = reinterpret_cast<float*>(static_cast<char*>(raw) + 16);
+    }
+    ~Array() { std::free(raw); }
+    Array(const Array&) = delete;
+    Array& operator=(const Array&) = delete;
+};
+
+std::vector<double>& scratch(std::size_t size) {
+    thread_local std::vector<double> buf;
+    if (buf.size() < size) buf.resize(size);
+    return buf;
+}
+
+}  // namespace
+
+#if defined(LETCC_HAVE_AVX2_KERNEL)
+// The in-cache loops, compiled for AVX2+FMA like the kernel (its always-inline
+// passes cannot be inlined into code compiled for baseline x86-64). Each runs
+// `times` sweeps over the tiles of [0, mc).
+#define LETCC_BENCH_AVX2 __attribute__((target("avx2,fma")))
+LETCC_BENCH_AVX2 void sweep_forward(const PlanTables& p, const float* y, std::size_t mc, std::size_t tw,
+                                    double* scratch, int times) {
+    for (int k = 0; k < times; ++k)
+        for (std::size_t c0 = 0; c0 < mc; c0 += tw)
+            kernels_avx2::forward<float>(p, y, mc, c0, tw, padded_width(tw), placed_buffer(scratch, y + c0));
+}
+
+LETCC_BENCH_AVX2 void sweep_forward_back(const PlanTables& p, const float* y, std::size_t mc, std::size_t tw,
+                                         double* scratch, int times) {
+    const std::size_t bs = padded_width(tw);
+    for (int k = 0; k < times; ++k)
+        for (std::size_t c0 = 0; c0 < mc; c0 += tw) {
+            double* buf = placed_buffer(scratch, y + c0);
+            kernels_avx2::forward<float>(p, y, mc, c0, tw, bs, buf);
+            std::int64_t i = p.n - 2;
+            for (; i >= 2; i -= 2) kernels_avx2::back_two(p, i, tw, bs, buf);
+            for (; i >= 1; --i) kernels_avx2::back_one(p, i, tw, bs, buf);
+        }
+}
+
+LETCC_BENCH_AVX2 void sweep_tiles(const PlanTables& p, const float* y, float* out, std::size_t mc, std::size_t tw,
+                                  double* scratch, int times) {
+    for (int k = 0; k < times; ++k)
+        for (std::size_t c0 = 0; c0 < mc; c0 += tw)
+            kernels_avx2::plan_tile<float>(p, y, mc, out, mc, c0, tw, placed_buffer(scratch, y + c0), false, 0);
+}
+#endif
+
+int main(int argc, char** argv) {
+    if (argc != 4) {
+        std::fprintf(stderr, "usage: kernel_passes N M ROUNDS\n");
+        return 2;
+    }
+    const std::int64_t n = std::atol(argv[1]);
+    const std::size_t m = static_cast<std::size_t>(std::atol(argv[2]));
+    const int rounds = std::atoi(argv[3]);
+    if (n < 4 || m < 8 || rounds < 1) {
+        std::fprintf(stderr, "need N >= 4, M >= 8, ROUNDS >= 1 (got %ld, %zu, %d)\n", static_cast<long>(n), m, rounds);
+        return 2;
+    }
+#if !defined(LETCC_HAVE_AVX2_KERNEL)
+    std::printf("{\"avx2\": false}\n");
+    return 0;
+#else
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
+        std::printf("{\"avx2\": false}\n");
+        return 0;
+    }
+    std::vector<double> x(n), at(n), w(n, 1.0);
+    for (std::int64_t i = 0; i < n; ++i) x[i] = -std::cos(static_cast<double>(i) * M_PI / static_cast<double>(n - 1));
+    for (std::int64_t i = 0; i < n; ++i)
+        at[i] = -std::cos(static_cast<double>(2 * (n - i) - 1) * M_PI / static_cast<double>(2 * n));
+    const ReinschFactor f = factor_reinsch(x.data(), w.data(), n, 1e-3);
+    const PlanTables p = make_plan_tables(f, at.data(), static_cast<std::size_t>(n), 0);
+    const std::size_t tw = plan_tile_width(n, sizeof(float), m);
+    const std::size_t rows = static_cast<std::size_t>(n);
+
+    std::mt19937 gen(1);
+    std::normal_distribution<float> normal;
+    Array y(rows * m), out(rows * m);
+    for (std::size_t i = 0; i < rows * m; ++i) y.data[i] = normal(gen);
+
+    // In cache: two tiles of real input, one thread.
+    const std::size_t mc = 2 * tw;
+    Array yc(rows * mc), oc(rows * mc);
+    for (std::size_t i = 0; i < rows; ++i) std::copy(y.data + i * m, y.data + i * m + std::min(mc, m), yc.data + i * mc);
+    std::vector<double> cache_scratch(plan_buffer_size(n, tw));
+    const int inner = 20;
+
+    // One tile-sized block of real input, and one for output, that stay in
+    // cache, for the cached variants (they run on one thread).
+    Array in_block(rows * tw), out_block(rows * tw);
+    for (std::size_t i = 0; i < rows; ++i) std::copy(y.data + i * m, y.data + i * m + tw, in_block.data + i * tw);
+
+    // Full size, the library's walk (bindings.cpp run_banded).
+    enum class Src { kMemory, kInputCached, kOutputCached };
+    auto full = [&](int threads, Src src) {
+        const std::size_t lead = (src == Src::kOutputCached) ? 0 : columns_to_line(out.data, m);
+        const std::size_t ntiles = (lead ? 1 : 0) + (m - lead + tw - 1) / tw;
+        ThreadPool::instance().parallel_for(ntiles, threads, [&](std::size_t t) {
+            const std::size_t c0 = (lead && t == 0) ? 0 : lead + (lead ? t - 1 : t) * tw;
+            const std::size_t wt = (lead && t == 0) ? lead : std::min(tw, m - c0);
+            double* kbuf = scratch(plan_buffer_size(n, tw)).data();
+            switch (src) {
+                case Src::kMemory:
+                    plan_tile_f32(p, y.data, m, out.data, m, c0, wt, kbuf, true, tw);
+                    break;
+                case Src::kInputCached:
+                    plan_tile_f32(p, in_block.data, tw, out.data + c0, m, 0, wt, kbuf, true, 0);
+                    break;
+                case Src::kOutputCached:
+                    plan_tile_f32(p, y.data + c0, m, out_block.data, tw, 0, wt, kbuf, false, tw);
+                    break;
+            }
+        });
+    };
+    ThreadPool::instance().set_num_threads(2);
+    for (Src s : {Src::kMemory, Src::kInputCached, Src::kOutputCached}) full(1, s);  // first touch
+
+    // Every measurement once per round, rounds interleaved, the best kept: a
+    // busy spell on this shared machine then slows all of them alike.
+    struct Measure {
+        const char* name;
+        std::function<void()> run;
+        double divisor, best;
+    };
+    std::vector<Measure> measures = {
+        {"cache_forward_s", [&] { sweep_forward(p, yc.data, mc, tw, cache_scratch.data(), inner); }, double(inner), 1e300},
+        {"cache_forward_back_s", [&] { sweep_forward_back(p, yc.data, mc, tw, cache_scratch.data(), inner); },
+         double(inner), 1e300},
+        {"cache_tile_s", [&] { sweep_tiles(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); }, double(inner),
+         1e300},
+        {"full_1t_s", [&] { full(1, Src::kMemory); }, 1.0, 1e300},
+        {"full_2t_s", [&] { full(2, Src::kMemory); }, 1.0, 1e300},
+        {"in_cached_1t_s", [&] { full(1, Src::kInputCached); }, 1.0, 1e300},
+        {"out_cached_1t_s", [&] { full(1, Src::kOutputCached); }, 1.0, 1e300},
+    };
+    for (int r = 0; r < rounds; ++r)
+        for (auto& mm : measures) mm.best = std::min(mm.best, seconds(mm.run) / mm.divisor);
+    const double ghz = clock_ghz(std::min(rounds, 5));
+
+    std::printf("{\"avx2\": true, \"n\": %ld, \"m\": %zu, \"tile_width\": %zu, \"clock_ghz\": %.4f, \"cache_columns\": %zu",
+                static_cast<long>(n), m, tw, ghz, mc);
+    for (const auto& mm : measures) std::printf(", \"%s\": %.6e", mm.name, mm.best);
+    std::printf("}\n");
+    return 0;
+#endif
+}

@@ -1,0 +1,52 @@
+"""bench/kernel_passes.py end to end on a small size: it compiles the C++
+harness against the repository's csrc/, runs it, and writes its report (from
+a copy of bench/, so the repository's results are not overwritten)."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import letcc
+
+REPO = Path(__file__).resolve().parents[1]
+HAS_SOURCES = (REPO / "bench" / "kernel_passes.cpp").exists() and (REPO / "csrc" / "dispatch.cpp").exists()
+HAS_CXX = any(shutil.which(c) for c in ("c++", "g++"))
+
+
+def copy_bench(tmp_path):
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    for name in ("kernel_passes.py", "kernel_passes.cpp", "_report.py"):
+        shutil.copy(REPO / "bench" / name, bench / name)
+    return bench
+
+
+@pytest.mark.skipif(not HAS_SOURCES, reason="needs the source checkout's bench/ and csrc/")
+@pytest.mark.skipif(not HAS_CXX, reason="needs a C++ compiler")
+@pytest.mark.skipif(letcc.plan_kernel() != "avx2", reason="measures the AVX2 kernel, which this CPU does not run")
+def test_kernel_passes_writes_its_report(tmp_path):
+    bench = copy_bench(tmp_path)
+    run = subprocess.run(
+        [sys.executable, str(bench / "kernel_passes.py"), "--n", "16", "--m", "2048", "--rounds", "2",
+         "--repeats", "2", "--min-run", "0.001", "--csrc", str(REPO / "csrc"), "--name", "kp_test"],
+        capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    text = (bench / "results" / "kp_test.md").read_text()
+    for row in ("| forward", "| back", "| evaluation", "| whole tile", "the real case", "input kept in cache",
+                "output kept in cache", "np.copyto", "## What limits it", "n = K = 16, m = 2048"):
+        assert row in text, row
+    # every timing in the full-size table is a positive number of milliseconds
+    full = [line for line in text.splitlines() if line.startswith("| input") or line.startswith("| the real")]
+    assert len(full) == 4
+    assert all(float(line.split("|")[2]) > 0 for line in full)
+
+
+@pytest.mark.skipif(not HAS_SOURCES, reason="needs the source checkout's bench/")
+def test_kernel_passes_without_sources_fails_clearly(tmp_path):
+    bench = copy_bench(tmp_path)
+    run = subprocess.run([sys.executable, str(bench / "kernel_passes.py"), "--csrc", str(tmp_path / "nowhere")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    assert "nowhere" in run.stderr and "dispatch.cpp" in run.stderr
