@@ -4,8 +4,9 @@
 //
 // One plan (n Chebyshev knots of the second kind, K = n query points of the
 // first kind, lam = 1e-3, as in bench/spline.py) applied to float32 input with
-// letcc's AVX2 kernel. Every measurement runs once per round, the rounds
-// interleave all of them, and the best round is kept (steady_clock):
+// letcc's AVX2 kernel. Every measurement runs once per round (after an untimed
+// call of its own), the rounds interleave all of them, and the best round is
+// kept (steady_clock):
 //
 //   cache_*        the kernel's passes on two tiles that stay in cache, one
 //                  thread, in plan_tile's order and on the buffer placed as
@@ -203,7 +204,10 @@ int main(int argc, char** argv) {
     for (Src s : {Src::kMemory, Src::kInputCached, Src::kOutputCached}) full(1, s);  // first touch
 
     // Every measurement once per round, rounds interleaved, the best kept: a
-    // busy spell on this shared machine then slows all of them alike.
+    // busy spell on this shared machine then slows all of them alike. Each
+    // timed call follows an untimed one of its own kind: a call after another
+    // kind (a core left idle, other caches) runs slower and is not what a loop
+    // calling the plan sees.
     struct Measure {
         const char* name;
         std::function<void()> run;
@@ -221,7 +225,10 @@ int main(int argc, char** argv) {
         {"out_cached_1t_s", [&] { full(1, Src::kOutputCached); }, 1.0, 1e300},
     };
     for (int r = 0; r < rounds; ++r)
-        for (auto& mm : measures) mm.best = std::min(mm.best, seconds(mm.run) / mm.divisor);
+        for (auto& mm : measures) {
+            mm.run();
+            mm.best = std::min(mm.best, seconds(mm.run) / mm.divisor);
+        }
     const double ghz = clock_ghz(std::min(rounds, 5));
 
     std::printf("{\"avx2\": true, \"n\": %ld, \"m\": %zu, \"tile_width\": %zu, \"clock_ghz\": %.4f, \"cache_columns\": %zu",

@@ -30,7 +30,7 @@ def test_kernel_passes_writes_its_report(tmp_path):
     bench = copy_bench(tmp_path)
     run = subprocess.run(
         [sys.executable, str(bench / "kernel_passes.py"), "--n", "16", "--m", "2048", "--rounds", "2",
-         "--repeats", "2", "--min-run", "0.001", "--csrc", str(REPO / "csrc"), "--name", "kp_test"],
+         "--repeats", "2", "--csrc", str(REPO / "csrc"), "--name", "kp_test"],
         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     text = (bench / "results" / "kp_test.md").read_text()
