@@ -26,13 +26,14 @@ def test_letcc_bench_runs_the_spline_benchmark(tmp_path):
     run = subprocess.run(
         [sys.executable, "-m", "letcc.cli", "bench", "spline", "--bench-dir", str(bench), "--no-progress",
          "--bench-args", "--ns", "16", "--ms", "1", "100", "--repeats", "2", "--min-run", "0.001",
-         "--name", "spline_cli_test"],
+         "--ratio-samples", "2", "--ratio-pause", "0", "--name", "spline_cli_test"],
         capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     report = bench / "results" / "spline_cli_test.md"
     assert report.exists()
     text = report.read_text()
     assert "| 16 |" in text and "float32" in text and "float64" in text
+    assert "## The target case over time" in text and "paired over time (2 samples" in text
 
 
 def test_letcc_bench_without_a_bench_folder_fails_clearly(tmp_path):
