@@ -85,7 +85,7 @@ def python_side(n: int, m: int, rounds: int) -> dict:
     return best
 
 
-def report(h: dict, py: dict) -> tuple[list[str], str]:
+def report(h: dict, py: dict) -> list[str]:
     n, m, ghz = h["n"], h["m"], h["clock_ghz"]
     kv_cache = n * h["cache_columns"] / 4
     kv_full = n * m / 4
@@ -133,7 +133,7 @@ def report(h: dict, py: dict) -> tuple[list[str], str]:
         f"{py['plan_out'] / py['copyto']:.2f}x numpy's single-threaded copy of the same bytes "
         f"({py['copyto'] * 1e3:.2f} ms).",
     ])
-    return [passes, full, summary], tile
+    return [passes, full, summary]
 
 
 NOTES = """The AVX2 plan kernel on float32 input, one plan: n Chebyshev knots, K = n query points, lam = 1e-3
@@ -169,7 +169,7 @@ def main(argv=None) -> None:
         raise SystemExit("kernel_passes: this CPU has no AVX2+FMA, so letcc runs its generic kernel; "
                          "this benchmark measures the AVX2 one")
     py = python_side(args.n, args.m, args.repeats)
-    sections, _ = report(h, py)
+    sections = report(h, py)
     for s in sections:
         print(s, "\n")
     extra = [("harness", f"n = K = {h['n']}, m = {h['m']}, tile width {h['tile_width']}, "
