@@ -29,13 +29,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import markdown_table, write_report  # noqa: E402
+from _report import best_call, markdown_table, write_report  # noqa: E402
 
 import letcc  # noqa: E402
 
@@ -77,11 +76,7 @@ def python_side(n: int, m: int, rounds: int) -> dict:
     best = dict.fromkeys(calls, float("inf"))
     for _ in range(rounds):
         for name, fn in calls.items():
-            fn()  # a call after the other one (its idle core, its evicted caches) is not timed
-            for _ in range(5):
-                t0 = time.perf_counter()
-                fn()
-                best[name] = min(best[name], time.perf_counter() - t0)
+            best[name] = min(best[name], best_call(fn, 5))
     return best
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import best_time, markdown_table, write_report  # noqa: E402
+from _report import best_call, best_time, markdown_table, write_report  # noqa: E402
 
 import csaps  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
@@ -185,21 +185,12 @@ def ratio_over_time(samples: int, pause: float) -> tuple[str, str]:
     y = np.random.default_rng(7).standard_normal((n, m)).astype(np.float32)
     out, dst = np.empty_like(y), np.empty_like(y)
 
-    def best_of_three(fn):
-        fn()
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - t0)
-        return best
-
     rows, ratios = [], []
     for k in range(samples):
         if k:
             time.sleep(pause)
-        tp = best_of_three(lambda: plan(y, out=out))
-        tc = best_of_three(lambda: np.copyto(dst, y))
+        tp = best_call(lambda: plan(y, out=out))
+        tc = best_call(lambda: np.copyto(dst, y))
         ratios.append(tp / tc)
         rows.append([k + 1, fmt_t(tp), fmt_t(tc), f"{tp / tc:.2f}"])
     table = markdown_table(["sample", "letcc out=", "copyto floor", "out=/copyto"], rows)
