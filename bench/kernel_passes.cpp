@@ -21,6 +21,8 @@
 //                  still goes to memory);
 //   out_cached_1t  the same, every tile writing its output to one block that
 //                  stays in cache (the input still comes from memory);
+//   cache_eval_*   the in-cache walk with the evaluation's loop replaced by
+//                  one part of its work (see EvalPart);
 //   clock_ghz      a chain of dependent integer adds (one per cycle on any
 //                  x86-64 core): the clock this core ran at.
 //
@@ -130,6 +132,82 @@ LETCC_BENCH_AVX2 void sweep_tiles(const PlanTables& p, const float* y, float* ou
         for (std::size_t c0 = 0; c0 < mc; c0 += tw)
             kernels_avx2::plan_tile<float>(p, y, mc, out, mc, c0, tw, placed_buffer(scratch, y + c0), false, 0);
 }
+
+// The evaluation pass taken apart: the kernel's walk (forward, then back
+// substitution interleaved with the evaluation, as plan_tile does it) with
+// each query's loop replaced by one part of its work, so that part runs where
+// the real one runs (gamma rows just written, in L1):
+//   kArithmetic       the multiply and five FMAs on operands held in registers
+//                     (an empty asm keeps them opaque), result discarded;
+//   kArithmeticStore  the same, converted to float32 and stored;
+//   kLoadsStore       the six loads (the two input rows widened to float64)
+//                     and the store, no arithmetic.
+enum class EvalPart { kArithmetic, kArithmeticStore, kLoadsStore };
+
+template <EvalPart Part>
+LETCC_BENCH_AVX2 void eval_part(const PlanTables& p, std::int64_t qi, const float* y, std::size_t ldy, float* out,
+                                std::size_t ldo, std::size_t c0, std::size_t tw, std::size_t bs, const double* buf) {
+    using kernels_avx2::load4;
+    const std::int64_t k = p.k[qi];
+    const float* ya = y + static_cast<std::size_t>(k) * ldy + c0;
+    const float* yb = y + static_cast<std::size_t>(p.k1[qi]) * ldy + c0;
+    const double* g0 = buf + static_cast<std::size_t>(k) * bs;
+    const double *g1 = g0 + bs, *g2 = g0 + 2 * bs, *g3 = g0 + 3 * bs;
+    const double* cg = &p.cgam[4 * qi];
+    const __m256d CA = _mm256_set1_pd(p.cy[2 * qi]), CB = _mm256_set1_pd(p.cy[2 * qi + 1]);
+    const __m256d E0 = _mm256_set1_pd(cg[0]), E1 = _mm256_set1_pd(cg[1]);
+    const __m256d E2 = _mm256_set1_pd(cg[2]), E3 = _mm256_set1_pd(cg[3]);
+    float* o = out + static_cast<std::size_t>(qi) * ldo + c0;
+    __m256d a = _mm256_set1_pd(1.0), b = a, h0 = a, h1 = a, h2 = a, h3 = a;
+    for (std::size_t j = 0; j + 4 <= tw; j += 4) {
+        if constexpr (Part == EvalPart::kLoadsStore) {
+            a = load4(ya + j), b = load4(yb + j);
+            h0 = _mm256_load_pd(g0 + j), h1 = _mm256_load_pd(g1 + j);
+            h2 = _mm256_load_pd(g2 + j), h3 = _mm256_load_pd(g3 + j);
+            asm volatile("" ::"x"(a), "x"(b), "x"(h0), "x"(h1), "x"(h2), "x"(h3));
+            kernels_avx2::store4(o + j, a);
+        } else {
+            asm volatile("" : "+x"(a), "+x"(b), "+x"(h0), "+x"(h1), "+x"(h2), "+x"(h3));
+            __m256d r = _mm256_mul_pd(CA, a);
+            r = _mm256_fmadd_pd(CB, b, r);
+            r = _mm256_fmadd_pd(E0, h0, r);
+            r = _mm256_fmadd_pd(E1, h1, r);
+            r = _mm256_fmadd_pd(E2, h2, r);
+            r = _mm256_fmadd_pd(E3, h3, r);
+            if constexpr (Part == EvalPart::kArithmeticStore)
+                kernels_avx2::store4(o + j, r);
+            else
+                asm volatile("" ::"x"(r));
+        }
+    }
+}
+
+template <EvalPart Part>
+LETCC_BENCH_AVX2 void sweep_tiles_eval_part(const PlanTables& p, const float* y, float* out, std::size_t mc,
+                                            std::size_t tw, double* scratch, int times) {
+    const std::size_t bs = padded_width(tw);
+    const std::int64_t n = p.n;
+    for (int k = 0; k < times; ++k)
+        for (std::size_t c0 = 0; c0 < mc; c0 += tw) {
+            double* buf = placed_buffer(scratch, y + c0);
+            auto interval = [&](std::int64_t kk) {
+                for (std::int64_t t = p.by_k[kk]; t < p.by_k[kk + 1]; ++t)
+                    eval_part<Part>(p, p.order[t], y, mc, out, mc, c0, tw, bs, buf);
+            };
+            kernels_avx2::forward<float>(p, y, mc, c0, tw, bs, buf);
+            std::int64_t i = n - 2;
+            for (; i >= 2; i -= 2) {
+                kernels_avx2::back_two(p, i, tw, bs, buf);
+                interval(i + 1);
+                interval(i);
+            }
+            for (; i >= 1; --i) {
+                kernels_avx2::back_one(p, i, tw, bs, buf);
+                interval(i + 1);
+            }
+            for (std::int64_t kk = std::min<std::int64_t>(1, n - 1); kk >= 0; --kk) interval(kk);
+        }
+}
 #endif
 
 int main(int argc, char** argv) {
@@ -219,6 +297,18 @@ int main(int argc, char** argv) {
          double(inner), 1e300},
         {"cache_tile_s", [&] { sweep_tiles(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); }, double(inner),
          1e300},
+        {"cache_eval_arith_s",
+         [&] { sweep_tiles_eval_part<EvalPart::kArithmetic>(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); },
+         double(inner), 1e300},
+        {"cache_eval_arith_store_s",
+         [&] {
+             sweep_tiles_eval_part<EvalPart::kArithmeticStore>(p, yc.data, oc.data, mc, tw, cache_scratch.data(),
+                                                               inner);
+         },
+         double(inner), 1e300},
+        {"cache_eval_loads_store_s",
+         [&] { sweep_tiles_eval_part<EvalPart::kLoadsStore>(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); },
+         double(inner), 1e300},
         {"full_1t_s", [&] { full(1, Src::kMemory); }, 1.0, 1e300},
         {"full_2t_s", [&] { full(2, Src::kMemory); }, 1.0, 1e300},
         {"in_cached_1t_s", [&] { full(1, Src::kInputCached); }, 1.0, 1e300},

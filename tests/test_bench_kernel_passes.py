@@ -35,12 +35,19 @@ def test_kernel_passes_writes_its_report(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     text = (bench / "results" / "kp_test.md").read_text()
     for row in ("| forward", "| back", "| evaluation", "| whole tile", "the real case", "input kept in cache",
-                "output kept in cache", "np.copyto", "## What limits it", "n = K = 16, m = 2048"):
+                "output kept in cache", "np.copyto", "## What limits it", "n = K = 16, m = 2048",
+                "| its arithmetic only", "| its arithmetic, converted to float32 and stored",
+                "| its loads (input widened to float64) and store", "The evaluation is the pass furthest"):
         assert row in text, row
     # every timing in the full-size table is a positive number of milliseconds
     full = [line for line in text.splitlines() if line.startswith("| input") or line.startswith("| the real")]
     assert len(full) == 4
     assert all(float(line.split("|")[2]) > 0 for line in full)
+    # the evaluation's parts: four rows of positive times (differences of two timings, so only on a
+    # size big enough for them to beat the timer's noise would they be ordered)
+    parts = [line for line in text.splitlines() if line.startswith("| its ") or line.startswith("| the kernel's eval")]
+    assert len(parts) == 4
+    assert all(float(line.split("|")[2]) > 0 for line in parts)
 
 
 @pytest.mark.skipif(not HAS_SOURCES, reason="needs the source checkout's bench/")
