@@ -322,13 +322,12 @@ def main():
     rows = []
     backends = ["local", "threads"]
 
-    def measure(backends, rounds_of):
+    def measure(backends, rounds):
         for N in (4, 16):
             K, S = N // 2, N // 4
             X = np.random.default_rng(1).standard_normal((K,) + SHAPE).astype(np.float32)
             for simulate in ("sleep", "virtual"):
                 for backend in backends:
-                    rounds = rounds_of(backend)
                     t0 = time.perf_counter()
                     if backend == "threads":
                         c0 = cpu_seconds([os.getpid()])
@@ -353,7 +352,7 @@ def main():
     # (GCS, raylet, idle actors) running beside them on the 2 cores; Ray's
     # rows last, between ray.init and ray.shutdown.
     for _ in range(max(1, args.runs)):
-        measure(backends, lambda backend: args.rounds)
+        measure(backends, args.rounds)
     rows[:] = combine_runs(rows)
     # the machinery alone: 8-float inputs and a trivial model, so encode, decode
     # and the model cost next to nothing and what is left is processes, pipes,
@@ -410,7 +409,7 @@ def main():
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
         try:
-            measure(["ray"], lambda backend: args.ray_rounds)
+            measure(["ray"], args.ray_rounds)
         finally:
             ray.shutdown()
     order = {"local": 0, "threads": 1, "ray": 2}

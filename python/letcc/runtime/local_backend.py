@@ -31,7 +31,7 @@ from letcc import _core
 from letcc.runtime.frames import FrameReader, frame, write_all
 from letcc.runtime.messages import CANCELLED, DONE, parse_reply, task_frame
 from letcc.runtime.shm_slots import SlotArray, new_prefix
-from letcc.runtime.worker_main import STOP, control_words, worker_main
+from letcc.runtime.worker_main import STOP, control_layout, control_words, worker_main
 
 __all__ = ["Event", "LocalBackend"]
 
@@ -193,6 +193,9 @@ class LocalBackend:
         self._out: SlotArray | None = None
         self._queued: list[Event] = []
         self._sel = selectors.DefaultSelector()
+        # the descriptor _select sleeps on for finite waits (-1: not epoll)
+        epoll = getattr(selectors, "EpollSelector", None)
+        self._epoll_fd = self._sel.fileno() if epoll is not None and isinstance(self._sel, epoll) else -1
         # lifeline: workers watch the read end; EOF = this process died (see worker_main)
         self._lifeline_r, lifeline_w = self._ctx.Pipe(duplex=False)
         # doorbell: the worker whose answer completes what the master waits for
@@ -201,16 +204,16 @@ class LocalBackend:
         self._res = _Resources(handles=[None] * self.n, lifeline=lifeline_w, bell=(self._bell_r, self._bell_w))
         self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (control_words(self.n),), np.int64)
         self._ctl_view = ctl = self._ctl.view(1).reshape(-1)
-        n = self.n
-        self._wanted, self._slots, self._done_round = ctl[:n], ctl[n:2 * n], ctl[2 * n:3 * n]
-        self._done_time = ctl[3 * n:4 * n].view(np.float64)
-        self._counter_word, self._bell_word = 4 * n, 4 * n + 1
+        words = control_layout(ctl)
+        self._wanted, self._slots, self._done_round = words.wanted, words.slots, words.done_round
+        self._done_time = words.done_time
+        self._counter_word, self._bell_word = words.counter_word, words.bell_word
         self._wanted[:] = -1
-        self._identity_slots = np.arange(n, dtype=np.int64)
+        self._identity_slots = np.arange(self.n, dtype=np.int64)
         self._slots[:] = self._identity_slots
         self._done_round[:] = -1
         self._round = -1                 # the latest round submitted
-        self._reported = np.zeros(n, dtype=bool)   # its answers found in the control words
+        self._reported = np.zeros(self.n, dtype=bool)   # its answers found in the control words
         self._n_reported = 0
         self._sel.register(self._bell_r, selectors.EVENT_READ, (-1, "bell"))
         self._finalizer = weakref.finalize(self, _shutdown, self._res, self._ctl)
@@ -482,8 +485,7 @@ class LocalBackend:
         if timeout is None:
             return self._sel.select(None)
         timeout = max(0.0, timeout)
-        epoll = getattr(selectors, "EpollSelector", None)
-        fd = self._sel.fileno() if epoll is not None and isinstance(self._sel, epoll) else -1
+        fd = self._epoll_fd
         if timeout == 0.0 or not 0 <= fd < _SELECT_MAX_FD:
             return self._sel.select(timeout)
         if not select.select([fd], [], [], timeout)[0]:

@@ -47,6 +47,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import NamedTuple
 
 import numpy as np
 
@@ -64,6 +65,25 @@ _RANK: int | None = None
 def control_words(n_workers: int) -> int:
     """Size of the shared control array for N workers (layout: module docstring)."""
     return 4 * n_workers + 2
+
+
+class ControlLayout(NamedTuple):
+    """Views of the shared control array (layout: module docstring), read the
+    same way by the master and every worker."""
+    n: int                  # workers
+    wanted: np.ndarray      # int64 [N]: the round the master wants from each worker
+    slots: np.ndarray       # int64 [N]: each worker's input slot
+    done_round: np.ndarray  # int64 [N]: the last round each worker finished
+    done_time: np.ndarray   # float64 [N]: when (perf_counter)
+    counter_word: int       # the round counter (round_counter.hpp)
+    bell_word: int          # the count at which a finishing worker rings the doorbell
+
+
+def control_layout(ctl: np.ndarray) -> ControlLayout:
+    """The views of `ctl`, a flat int64 array of control_words(N) words."""
+    n = (ctl.shape[0] - 2) // 4
+    return ControlLayout(n, ctl[:n], ctl[n:2 * n], ctl[2 * n:3 * n], ctl[3 * n:4 * n].view(np.float64),
+                         4 * n, 4 * n + 1)
 
 
 def worker_rank() -> int | None:
@@ -123,11 +143,10 @@ class _Worker:
         os.set_blocking(self.bell, False)   # a full doorbell has rung already
         self.ctl_mem = attach(ctl_spec)
         self.ctl = ctl = self.ctl_mem.slot(0, 1).reshape(-1)   # int64, layout: module docstring
-        n = (ctl.shape[0] - 2) // 4
-        self.slot_word = n + rank
-        self.done_round = ctl[2 * n:3 * n]
-        self.done_time = ctl[3 * n:4 * n].view(np.float64)
-        self.counter_word, self.bell_word = 4 * n, 4 * n + 1
+        words = control_layout(ctl)
+        self.slot_word = words.n + rank
+        self.done_round, self.done_time = words.done_round, words.done_time
+        self.counter_word, self.bell_word = words.counter_word, words.bell_word
         self.call = call
         self.inp = None
         self.out = None

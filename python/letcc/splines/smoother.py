@@ -60,12 +60,16 @@ class SplineSmoother(LinearMap):
         self.lam = as_lam(lam)
         self.w = as_weights(w, self.x.shape[0])
         self.n = self.x.shape[0]
-        self.q = self.at.shape[0]
         if method not in ("auto", "banded", "dense"):
             raise ValueError(f"method must be 'auto', 'banded' or 'dense', got {method!r}")
         self.method = method
         self.nu = as_nu(nu)
-        self._plan = _core.Plan(self.x, self.w, self.lam, self.at, self.nu, method)
+        self._build()
+
+    def _build(self) -> None:
+        """The compiled plan for the checked fields (x, w, lam, at, nu, method)."""
+        self.q = self.at.shape[0]
+        self._plan = _core.Plan(self.x, self.w, self.lam, self.at, self.nu, self.method)
         self._apply = self._plan.apply
         self._gpu_plan = None
 
@@ -77,11 +81,8 @@ class SplineSmoother(LinearMap):
         times the plan). Equal to SplineSmoother(x, at, lam, w, nu=nu, method=method)."""
         plan = object.__new__(SplineSmoother)
         plan.x, plan.w, plan.lam, plan.nu, plan.method = self.x, self.w, self.lam, self.nu, self.method
-        plan.at = at
-        plan.n, plan.q = self.n, at.shape[0]
-        plan._plan = _core.Plan(plan.x, plan.w, plan.lam, at, plan.nu, plan.method)
-        plan._apply = plan._plan.apply
-        plan._gpu_plan = None
+        plan.at, plan.n = at, self.n
+        plan._build()
         return plan
 
     def _gpu_call(self, y, out):
