@@ -18,6 +18,7 @@
 #include "dense_kernel.hpp"
 #include "kernels.hpp"
 #include "kernels_avx2.hpp"
+#include "kernels_avx512.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LETCC_NO_CLONES)
 #define LETCC_X86_DISPATCH 1
@@ -119,45 +120,100 @@ __attribute__((target("avx2,fma"))) void plan_tile_avx2_f32(const PlanTables& p,
 #define AVX2_OR_NULL(f) nullptr
 #endif
 
+#if defined(LETCC_HAVE_AVX512_KERNEL)
+__attribute__((target(LETCC_AVX512_TARGET))) void plan_tile_avx512_f64(const PlanTables& p, const double* y,
+                                                                       std::size_t ldy, double* out, std::size_t ldo,
+                                                                       std::size_t c0, std::size_t tw, double* buf,
+                                                                       bool stream, std::size_t prefetch_cols) {
+    kernels_avx512::plan_tile<double>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
+}
+
+__attribute__((target(LETCC_AVX512_TARGET))) void plan_tile_avx512_f32(const PlanTables& p, const float* y,
+                                                                       std::size_t ldy, float* out, std::size_t ldo,
+                                                                       std::size_t c0, std::size_t tw, double* buf,
+                                                                       bool stream, std::size_t prefetch_cols) {
+    kernels_avx512::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
+}
+
+#define AVX512_OR_NULL(f) f
+#else
+#define AVX512_OR_NULL(f) nullptr
+#endif
+
+// The first of the CPU features the AVX-512 plan kernel uses (avx512f,
+// avx512vl, avx2, fma, as __builtin_cpu_supports names them; it also checks
+// that the OS saves the 512-bit state) that this CPU lacks, nullptr when none;
+// checked once.
+const char* missing_avx512_feature() {
+#if defined(LETCC_HAVE_AVX512_KERNEL)
+    static const char* const missing = [] {
+        __builtin_cpu_init();
+        // __builtin_cpu_supports wants string literals, not a loop variable.
+        if (!__builtin_cpu_supports("avx512f")) return "avx512f";
+        if (!__builtin_cpu_supports("avx512vl")) return "avx512vl";
+        if (!__builtin_cpu_supports("avx2")) return "avx2";
+        if (!__builtin_cpu_supports("fma")) return "fma";
+        return static_cast<const char*>(nullptr);
+    }();
+    return missing;
+#else
+    return "an x86-64 GCC/Clang build";
+#endif
+}
+
 // Which plan kernel runs: set_plan_kernel's choice, or the fastest one this
 // CPU has (decided once). Read per tile: switching during a call from another
-// thread mixes kernels across its tiles, which is still correct (both compute
+// thread mixes kernels across its tiles, which is still correct (all compute
 // the same float64 arithmetic) but not bit-for-bit repeatable.
-enum PlanKernel : int { kAuto = 0, kGeneric = 1, kAvx2 = 2 };
+enum PlanKernel : int { kAuto = 0, kGeneric = 1, kAvx2 = 2, kAvx512 = 3 };
 std::atomic<int> g_plan_kernel{kAuto};
 
-// "auto" follows set_kernel_isa: a forced baseline build runs the generic kernel.
-bool use_avx2_kernel() {
+// The hand-written kernel in use (kAvx512, kAvx2) or kGeneric. "auto" follows
+// set_kernel_isa: the AVX-512 kernel where the active build is avx512 and the
+// CPU has every feature it uses, the AVX2 one where the build is avx2 (or
+// avx512 without those features), the generic one for a forced baseline.
+int plan_kernel_in_use() {
     const int k = g_plan_kernel.load(std::memory_order_relaxed);
-    return k == kAvx2 || (k == kAuto && active_isa() != Isa::kBaseline);
+    if (k != kAuto) return k;
+    switch (active_isa()) {
+        case Isa::kAvx512: return (AVX512_OR_NULL(plan_tile_avx512_f64) && !missing_avx512_feature()) ? kAvx512 : kAvx2;
+        case Isa::kAvx2Fma: return kAvx2;
+        default: return kGeneric;
+    }
 }
 
 }  // namespace
 
-// Both dtypes: the AVX2 kernel where it is chosen, else the generic builds;
-// either way on the buffer placed in the caller's scratch (placed_buffer).
-template <class T, class Avx2, class Generic>
-void plan_tile_dispatch(Avx2 avx2, Generic generic, const PlanTables& p, const T* y, std::size_t ldy, T* out,
+// Both dtypes: the hand-written kernel where it is chosen, else the generic
+// builds; either way on the buffer placed in the caller's scratch
+// (placed_buffer).
+template <class T, class Fn>
+void plan_tile_dispatch(Fn avx512, Fn avx2, Fn generic, const PlanTables& p, const T* y, std::size_t ldy, T* out,
                         std::size_t ldo, std::size_t c0, std::size_t tw, double* buf, bool stream,
                         std::size_t prefetch_cols) {
-    (void)avx2;
     double* placed = placed_buffer(buf, y + c0);
-#if defined(LETCC_HAVE_AVX2_KERNEL)
-    if (use_avx2_kernel()) return avx2(p, y, ldy, out, ldo, c0, tw, placed, stream, prefetch_cols);
-#endif
-    generic(p, y, ldy, out, ldo, c0, tw, placed, stream, prefetch_cols);
+    const int k = plan_kernel_in_use();
+    Fn f = (k == kAvx512 && avx512) ? avx512 : (k == kAvx2 && avx2) ? avx2 : generic;
+    f(p, y, ldy, out, ldo, c0, tw, placed, stream, prefetch_cols);
 }
+
+using PlanFnF64 = void (*)(const PlanTables&, const double*, std::size_t, double*, std::size_t, std::size_t,
+                           std::size_t, double*, bool, std::size_t);
+using PlanFnF32 = void (*)(const PlanTables&, const float*, std::size_t, float*, std::size_t, std::size_t,
+                           std::size_t, double*, bool, std::size_t);
 
 void plan_tile_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out, std::size_t ldo,
                    std::size_t c0, std::size_t tw, double* buf, bool stream, std::size_t prefetch_cols) {
-    plan_tile_dispatch<double>(AVX2_OR_NULL(plan_tile_avx2_f64), plan_tile_generic_f64, p, y, ldy, out, ldo, c0, tw,
-                               buf, stream, prefetch_cols);
+    plan_tile_dispatch<double, PlanFnF64>(AVX512_OR_NULL(plan_tile_avx512_f64), AVX2_OR_NULL(plan_tile_avx2_f64),
+                                          plan_tile_generic_f64, p, y, ldy, out, ldo, c0, tw, buf, stream,
+                                          prefetch_cols);
 }
 
 void plan_tile_f32(const PlanTables& p, const float* y, std::size_t ldy, float* out, std::size_t ldo,
                    std::size_t c0, std::size_t tw, double* buf, bool stream, std::size_t prefetch_cols) {
-    plan_tile_dispatch<float>(AVX2_OR_NULL(plan_tile_avx2_f32), plan_tile_generic_f32, p, y, ldy, out, ldo, c0, tw,
-                              buf, stream, prefetch_cols);
+    plan_tile_dispatch<float, PlanFnF32>(AVX512_OR_NULL(plan_tile_avx512_f32), AVX2_OR_NULL(plan_tile_avx2_f32),
+                                         plan_tile_generic_f32, p, y, ldy, out, ldo, c0, tw, buf, stream,
+                                         prefetch_cols);
 }
 
 void set_plan_kernel(const std::string& name) {
@@ -166,23 +222,32 @@ void set_plan_kernel(const std::string& name) {
     } else if (name == "generic") {
         g_plan_kernel = kGeneric;
     } else if (name == "avx2") {
-        if (!cpu_has_avx2_fma())
+        if (!cpu_has_avx2_fma() || !AVX2_OR_NULL(plan_tile_avx2_f64))
             throw std::invalid_argument(
                 "plan kernel 'avx2' needs an x86-64 GCC/Clang build and a CPU with AVX2 and FMA; this CPU or build "
                 "lacks them (plan_kernel() says which kernel runs)");
         g_plan_kernel = kAvx2;
+    } else if (name == "avx512") {
+        if (const char* missing = missing_avx512_feature())
+            throw std::invalid_argument(std::string("plan kernel 'avx512' needs a CPU with ") +
+                                        "avx512f, avx512vl, avx2 and fma (and an x86-64 GCC/Clang build); this one " +
+                                        "lacks " + missing + " (plan_kernel() says which kernel runs)");
+        g_plan_kernel = kAvx512;
     } else {
-        throw std::invalid_argument("plan kernel must be 'auto', 'generic' or 'avx2', got '" + name + "'");
+        throw std::invalid_argument("plan kernel must be 'auto', 'generic', 'avx2' or 'avx512', got '" + name + "'");
     }
 }
 
 std::size_t plan_tile_width(std::int64_t n, std::size_t elem_size, std::size_t m) {
-    return use_avx2_kernel() ? tile_width_avx2(n, elem_size, m) : tile_width(n, elem_size, m);
+    return plan_kernel_in_use() == kGeneric ? tile_width(n, elem_size, m) : tile_width_avx2(n, elem_size, m);
 }
 
 std::string plan_kernel() {
-    if (use_avx2_kernel()) return "avx2";
-    return std::string("generic-") + kernel_isa();
+    switch (plan_kernel_in_use()) {
+        case kAvx512: return "avx512";
+        case kAvx2: return "avx2";
+        default: return std::string("generic-") + kernel_isa();
+    }
 }
 
 LETCC_MULTIVERSION(fit_tile_f64,

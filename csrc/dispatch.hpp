@@ -13,8 +13,9 @@ namespace letcc {
 // out (q x m, ldo) = plan applied to y (n x m, ldy), columns [c0, c0 + tw).
 // buf: plan_buffer_size(n, tw) doubles of scratch, any alignment.
 // stream: non-temporal output stores; prefetch_cols: where this thread's next
-// tile starts, relative to c0 (0: no prefetch). Runs the AVX2 kernel
-// (kernels_avx2.hpp) where the CPU has AVX2 and FMA, else kernels.hpp.
+// tile starts, relative to c0 (0: no prefetch). Runs the AVX-512 kernel
+// (kernels_avx512.hpp) where the CPU has AVX-512F and VL, the AVX2 kernel
+// (kernels_avx2.hpp) where it has AVX2 and FMA, else kernels.hpp.
 void plan_tile_f64(const PlanTables& p, const double* y, std::size_t ldy, double* out, std::size_t ldo,
                    std::size_t c0, std::size_t tw, double* buf, bool stream = false,
                    std::size_t prefetch_cols = 0);
@@ -47,11 +48,12 @@ const char* kernel_isa();
 // lacks it). For tests and benchmarks: every build stays reachable on one CPU.
 void set_kernel_isa(const std::string& name);
 
-// Choose the plan kernel: "auto" (the default: AVX2 where the CPU has it),
-// "generic" (kernels.hpp, built per instruction set) or "avx2"
-// (std::invalid_argument where the CPU lacks it). For tests and benchmarks.
+// Choose the plan kernel: "auto" (the default: the widest hand-written kernel
+// the active kernel_isa and the CPU allow), "generic" (kernels.hpp, built per
+// instruction set), "avx2" or "avx512" (std::invalid_argument naming what the
+// CPU lacks). For tests and benchmarks.
 void set_plan_kernel(const std::string& name);
-// The plan kernel in use: "avx2" or "generic-<isa>".
+// The plan kernel in use: "avx512", "avx2" or "generic-<isa>".
 std::string plan_kernel();
 // Columns per tile for plan_tile_f64/f32 with the kernel in use (plan.hpp).
 std::size_t plan_tile_width(std::int64_t n, std::size_t elem_size, std::size_t m);

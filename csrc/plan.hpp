@@ -105,8 +105,9 @@ std::size_t columns_to_line(const T* out, std::size_t m) {
 
 // Doubles of scratch a caller gives plan_tile_f64/f32 for a tile of tw columns
 // (any alignment: the dispatcher places the buffer inside, see kBufferLeadBytes).
+// Rows are sized for the widest kernel's padding (8 doubles, the AVX-512 one).
 inline std::size_t plan_buffer_size(std::int64_t n, std::size_t tw) {
-    return gamma_rows(n) * padded_width(tw) + (4096 + 64) / sizeof(double);
+    return gamma_rows(n) * ((tw + 7) & ~std::size_t(7)) + (4096 + 64) / sizeof(double);
 }
 
 // Columns per tile for the generic kernel (kernels.hpp): the float64 gamma

@@ -1,16 +1,47 @@
-"""The two banded plan kernels: the compiler-vectorised one (csrc/kernels.hpp,
-"generic") and the AVX2/FMA intrinsics one (csrc/kernels_avx2.hpp, the default
-where the CPU has it). Each is checked against scipy and against the other,
-on every size class the tiles meet: fewer columns than one vector, tails that
-are not a whole vector, several tiles, and outputs large enough to be written
-with non-temporal stores (misaligned, odd widths, one and two threads)."""
+"""The banded plan kernels: the compiler-vectorised one (csrc/kernels.hpp,
+"generic"), the AVX2/FMA intrinsics one (csrc/kernels_avx2.hpp) and the
+AVX-512 one (csrc/kernels_avx512.hpp, the default where the CPU has its
+features). Each is checked against scipy and against the others, on every size
+class the tiles meet: fewer columns than one vector, tails that are not a
+whole vector, several tiles, and outputs large enough to be written with
+non-temporal stores (misaligned, odd widths, one and two threads)."""
 import numpy as np
 import pytest
 from scipy.interpolate import make_smoothing_spline
 
 import letcc
 
-HAS_AVX2 = letcc.plan_kernel() == "avx2"
+
+def _runs(name):
+    before = letcc.plan_kernel()
+    try:
+        letcc.set_plan_kernel(name)
+        return True
+    except ValueError:
+        return False
+    finally:
+        letcc.set_plan_kernel("auto")
+        assert letcc.plan_kernel() == before
+
+
+HAS_AVX2 = _runs("avx2")
+HAS_AVX512 = _runs("avx512")
+# The hand-written kernels this CPU runs, besides the generic one.
+INTRINSICS = [k for k, ok in (("avx2", HAS_AVX2), ("avx512", HAS_AVX512)) if ok]
+
+
+@pytest.fixture(params=["generic",
+                        pytest.param("avx2", marks=pytest.mark.skipif(not HAS_AVX2, reason="no AVX2+FMA here")),
+                        pytest.param("avx512", marks=pytest.mark.skipif(
+                            not HAS_AVX512, reason="no AVX-512F+VL here (set_plan_kernel('avx512') refused)"))])
+def kernel(request):
+    """Runs the test once per banded plan kernel this CPU has (overrides
+    conftest's fixture of the same name, which knows generic and AVX2 only)."""
+    letcc.set_plan_kernel(request.param)
+    assert letcc.plan_kernel() == (request.param if request.param != "generic"
+                                   else f"generic-{letcc.kernel_isa()}")
+    yield request.param
+    letcc.set_plan_kernel("auto")
 
 
 def knots(rng, n):
@@ -46,9 +77,10 @@ def test_each_kernel_matches_scipy(rng, kernel, n, m, nu):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("n,m", [(1, 5), (2, 7), (3, 9), (4, 1), (5, 6), (64, 1000), (200, 777), (64, 5003), (300, 600)])
-def test_the_two_kernels_agree(rng, dtype, n, m):
-    if not HAS_AVX2:
+@pytest.mark.parametrize("n,m", [(1, 5), (2, 7), (3, 9), (4, 1), (4, 13), (5, 6), (64, 1000), (200, 777),
+                                 (64, 5003), (300, 600), (17, 8), (17, 9), (17, 15)])
+def test_the_kernels_agree(rng, dtype, n, m):
+    if not INTRINSICS:
         pytest.skip(f"only one kernel on this CPU/build ({letcc.plan_kernel()})")
     x = knots(rng, n)
     at = rng.uniform(-1.2, 1.2, n + 3)
@@ -56,14 +88,43 @@ def test_the_two_kernels_agree(rng, dtype, n, m):
     plan = letcc.SplineSmoother(x, at, lam=1e-3, method="banded")
     results = {}
     try:
-        for k in ("generic", "avx2"):
+        for k in ("generic", *INTRINSICS):
             letcc.set_plan_kernel(k)
             results[k] = plan(y)
     finally:
         letcc.set_plan_kernel("auto")
     tol = 1e-13 if dtype == np.float64 else 1.2e-7  # float32: at most a rounding of the last bit
-    np.testing.assert_allclose(results["avx2"], results["generic"], rtol=0,
-                               atol=tol * max(np.abs(results["generic"]).max(), 1.0))
+    for k in INTRINSICS:
+        np.testing.assert_allclose(results[k], results["generic"], rtol=0,
+                                   atol=tol * max(np.abs(results["generic"]).max(), 1.0), err_msg=k)
+    if len(INTRINSICS) == 2:
+        # The AVX-512 kernel runs the AVX2 kernel's operations in its order on
+        # every column (masked tails included): the same bits.
+        np.testing.assert_array_equal(results["avx512"], results["avx2"])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_misaligned_and_strided_inputs(rng, kernel, dtype):
+    # y starting off any vector boundary (one element past an aligned start),
+    # and a non-contiguous view (converted by the Python side): results as for
+    # a fresh contiguous copy, within the accuracy bound of the float64 map.
+    n, m, q = 37, 1043, 41
+    x = knots(rng, n)
+    plan = letcc.SplineSmoother(x, rng.uniform(-1.1, 1.1, q), lam=1e-3, method="banded")
+    base = rng.normal(size=n * m + 1).astype(dtype)
+    y = base[1:].reshape(n, m)
+    assert y.ctypes.data % 8 != 0 or dtype == np.float64
+    ref = plan.matrix() @ y.astype(np.float64)
+    tol = 1e-12 if dtype == np.float64 else 1e-6
+    np.testing.assert_allclose(plan(y), ref, rtol=0, atol=tol * np.abs(y).max())
+    np.testing.assert_array_equal(plan(y), plan(y.copy()))
+    wide = rng.normal(size=(n, 2 * m + 1)).astype(dtype)
+    strided = wide[:, 1::2]
+    assert not strided.flags.c_contiguous
+    np.testing.assert_array_equal(plan(strided), plan(np.ascontiguousarray(strided)))
+    out = np.full((q, m), np.nan, dtype=dtype)
+    plan(y, out=out)
+    assert not np.isnan(out).any()
 
 
 # Outputs of 16 MiB or more are written with non-temporal stores (both dtypes
@@ -117,21 +178,46 @@ def test_streamed_results_do_not_depend_on_where_the_output_starts(rng, kernel, 
 
 def test_plan_kernel_reports_the_choice():
     default = letcc.plan_kernel()
-    assert default == "avx2" or default.startswith("generic-")
+    # auto: the widest hand-written kernel this CPU runs
+    assert default == (INTRINSICS[-1] if INTRINSICS else f"generic-{letcc.kernel_isa()}")
     try:
         letcc.set_plan_kernel("generic")
         assert letcc.plan_kernel() == f"generic-{letcc.kernel_isa()}"
+        for k in INTRINSICS:
+            letcc.set_plan_kernel(k)
+            assert letcc.plan_kernel() == k
     finally:
         letcc.set_plan_kernel("auto")
     assert letcc.plan_kernel() == default
 
 
 def test_set_plan_kernel_rejects_bad_names():
-    with pytest.raises(ValueError, match="'auto', 'generic' or 'avx2', got 'avx9'"):
+    with pytest.raises(ValueError, match="'auto', 'generic', 'avx2' or 'avx512', got 'avx9'"):
         letcc.set_plan_kernel("avx9")
     with pytest.raises(TypeError, match="must be a str, got int"):
         letcc.set_plan_kernel(2)
-    assert letcc.plan_kernel() in ("avx2", f"generic-{letcc.kernel_isa()}")
+    assert letcc.plan_kernel() in ("avx2", "avx512", f"generic-{letcc.kernel_isa()}")
+
+
+@pytest.mark.skipif(HAS_AVX512, reason="this CPU has the AVX-512 kernel's features")
+def test_set_plan_kernel_names_the_missing_avx512_feature():
+    before = letcc.plan_kernel()
+    with pytest.raises(ValueError, match=r"plan kernel 'avx512' needs .* lacks (avx512f|avx512vl|avx2|fma|an x86-64)"):
+        letcc.set_plan_kernel("avx512")
+    assert letcc.plan_kernel() == before
+
+
+@pytest.mark.skipif(not HAS_AVX512, reason="no AVX-512 kernel here")
+def test_auto_follows_the_forced_isa():
+    # a forced avx2 build runs the AVX2 kernel under "auto", baseline the generic one
+    try:
+        letcc.set_kernel_isa("avx2")
+        assert letcc.plan_kernel() == "avx2"
+        letcc.set_kernel_isa("baseline")
+        assert letcc.plan_kernel() == "generic-baseline"
+    finally:
+        letcc.set_kernel_isa("auto")
+    assert letcc.plan_kernel() == "avx512"
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -146,3 +232,29 @@ def test_each_kernel_gives_identical_results_on_one_and_two_threads(rng, kernel,
     one = plan(y)
     letcc.set_num_threads(2)
     np.testing.assert_array_equal(plan(y), one)
+
+
+# The float32 accuracy bound for every kernel (tests/test_splines_reference.py
+# checks it through conftest's fixture, which covers generic and AVX2 only):
+# float32 in and out within 1e-6 of the float64 result, relative to max |y|,
+# for n <= 1024, with the float64 reference from the generic kernel.
+@pytest.mark.parametrize("n", [5, 64, 1024])
+@pytest.mark.parametrize("lam", [1e-8, 1e-4, 1.0])
+@pytest.mark.parametrize("chebyshev", [False, True])
+def test_float32_within_1e6_of_float64(rng, kernel, n, lam, chebyshev):
+    x = np.sort(np.cos(np.arange(n) * np.pi / (n - 1))) if chebyshev else knots(rng, n)
+    y32 = (rng.normal(size=(n, 203)) * 10.0).astype(np.float32)
+    y64 = y32.astype(np.float64)
+    inside = np.concatenate([x, rng.uniform(-1.0, 1.0, 64)])
+    plan = letcc.SplineSmoother(x, inside, lam=lam, method="banded")
+    got = plan(y32)
+    assert got.dtype == np.float32
+    try:
+        letcc.set_plan_kernel("generic")
+        ref = plan(y64)
+    finally:
+        letcc.set_plan_kernel(kernel)
+    assert np.max(np.abs(got - ref)) / np.abs(y64).max() < 1e-6
+    # float64 against float64: FMA against separate rounding, amplified by the
+    # conditioning of the n = 1024 solves (up to ~1e-11 of max|result| here)
+    np.testing.assert_allclose(plan(y64), ref, rtol=0, atol=1e-10 * max(np.abs(ref).max(), 1.0))

@@ -82,17 +82,21 @@ def set_kernel_isa(name: str) -> None:
 
 
 def plan_kernel() -> str:
-    """The kernel banded SplineSmoother plans run: ``"avx2"`` (hand-written
-    AVX2/FMA intrinsics, the default on CPUs that have them) or
-    ``"generic-<isa>"`` (the compiler-vectorised kernel, built per
-    instruction set)."""
+    """The kernel banded SplineSmoother plans run: ``"avx512"`` (hand-written
+    AVX-512F/VL intrinsics, the default on CPUs that have those features),
+    ``"avx2"`` (hand-written AVX2/FMA intrinsics, the default on other AVX2
+    CPUs) or ``"generic-<isa>"`` (the compiler-vectorised kernel, built per
+    instruction set). The default follows :func:`set_kernel_isa`: a forced
+    ``"avx2"`` build runs the AVX2 kernel, ``"baseline"`` the generic one."""
     return _core.plan_kernel()
 
 
 def set_plan_kernel(name: str) -> None:
-    """Force the banded plan kernel: ``"auto"`` (the default), ``"generic"`` or
-    ``"avx2"`` (ValueError on a CPU without AVX2 and FMA). Both compute the same
-    float64 arithmetic; this exists to compare and test them."""
+    """Force the banded plan kernel: ``"auto"`` (the default), ``"generic"``,
+    ``"avx2"`` (ValueError on a CPU without AVX2 and FMA) or ``"avx512"``
+    (ValueError naming the first missing feature of avx512f, avx512vl, avx2,
+    fma). All compute the same float64 arithmetic (the AVX2 and AVX-512 ones
+    bit for bit the same); this exists to compare and test them."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     _core.set_plan_kernel(name)
