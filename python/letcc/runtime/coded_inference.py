@@ -42,14 +42,14 @@ report events; ``virtual_time`` holds the waiting rule; ``round_info`` the recor
 from __future__ import annotations
 
 import math
-import numbers
 import time
 import warnings
 
 import numpy as np
 
+from letcc._checks import as_int, as_real
 from letcc.runtime._devices import resolve_devices
-from letcc.runtime.encode_into import encoder_into
+from letcc.runtime.encode_into import encode_into
 from letcc.runtime.round_info import RoundInfo
 from letcc.runtime.virtual_time import RoundWaiter
 from letcc.stragglers._base import delay_sampler
@@ -63,14 +63,9 @@ def _is_torch(x) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "detach")
 
 
-def _positive(value, name: str, allow_none: bool = True):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number of seconds, got {value!r}")
-    if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-    return float(value)
+def _seconds(value, name: str):
+    """A duration argument: a real number > 0 (inf allowed), or None."""
+    return None if value is None else as_real(value, name, 0, strict=True, finite=False)
 
 
 def _check_code(code) -> None:
@@ -94,6 +89,26 @@ def _death(ev) -> str:
     if len(ev.payload) > 2:
         return f"worker {pid} died ({ev.payload[2]})"
     return f"worker process {pid} exited with code {code}"
+
+
+class _Round:
+    """One round's state, handed from step to step of ``CodedInference.__call__``."""
+
+    __slots__ = ("id", "B", "t_call", "errors", "stale", "delays", "count", "deadline", "never", "virtual",
+                 "master_delays", "sleep_s", "workers", "sent", "failed", "waiter", "decision", "decoded",
+                 "t_encode", "t0", "t_wait", "t_decode")
+
+    def __init__(self, B: int, t_call: float, errors: dict, stale: int):
+        self.B, self.t_call, self.errors, self.stale = B, t_call, errors, stale
+        self.waiter = self.decision = self.t_decode = None
+
+    def to_send(self, ready) -> list:
+        """The ready workers that are sent the round (virtual delays: not those
+        whose answer could never count)."""
+        if self.virtual:
+            never = self.never
+            return [j for j in ready if not never[j]]
+        return list(ready)
 
 
 class CodedInference:
@@ -150,19 +165,16 @@ class CodedInference:
         _check_code(code)
         if backend not in ("local", "ray"):
             raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
-        if chunk_rows is not None and (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, numbers.Integral)
-                                       or chunk_rows < 1):
-            raise ValueError(f"chunk_rows must be a positive integer or None, got {chunk_rows!r}")
+        chunk_rows = None if chunk_rows is None else as_int(chunk_rows, "chunk_rows", 1)
         self.code = code
         self.N = int(code.N)
         self.K = int(code.K)
         self.stragglers = stragglers        # validated by the property setters
         self.deadline = deadline
         self.simulate = simulate
-        self.hang_timeout = _positive(hang_timeout, "hang_timeout", allow_none=False)
-        self.startup_timeout = _positive(startup_timeout, "startup_timeout", allow_none=False)
+        self.hang_timeout = as_real(hang_timeout, "hang_timeout", 0, strict=True, finite=False)
+        self.startup_timeout = as_real(startup_timeout, "startup_timeout", 0, strict=True, finite=False)
         self.rng = np.random.default_rng(seed)
-        self._encode = encoder_into(code)
         if threads_per_worker is None:
             import os
 
@@ -210,7 +222,7 @@ class CodedInference:
 
     @deadline.setter
     def deadline(self, value) -> None:
-        self._deadline = _positive(value, "deadline")
+        self._deadline = _seconds(value, "deadline")
 
     @property
     def simulate(self) -> str:
@@ -305,14 +317,33 @@ class CodedInference:
         first = text.strip().splitlines()
         warnings.warn(f"letcc worker {j}: {first[-1] if first else text}", RuntimeWarning, stacklevel=4)
 
-    # ---- one round --------------------------------------------------------
+    # ---- one round: the steps of the data-flow diagram ----------------------
 
     def __call__(self, X):
         """Estimates of model(X) for X of shape (B*K, ...): B groups of K inputs, one round."""
         self._check_open()
         t_call = time.perf_counter()
-        as_torch = _is_torch(X)
-        if as_torch:
+        groups, as_torch = self._groups(X)                  # (K, B, ...)
+        rnd = self._start_round(groups.shape[1], t_call)
+        self._draw(rnd)
+        self._encode_round(rnd, groups)
+        try:
+            self._dispatch(rnd)
+            Y = self._gather(rnd)
+            out = self._decode(rnd, Y)
+        finally:
+            self._end_round(rnd)
+        if as_torch is not None:
+            import torch
+
+            return torch.from_numpy(out).to(as_torch)
+        return out
+
+    def _groups(self, X):
+        """X (B*K, ...) as numpy groups (K, B, ...), and the torch device to return
+        the estimates on (None: return numpy)."""
+        device = None
+        if _is_torch(X):
             device = X.device
             Xn = X.detach().cpu().numpy()
         else:
@@ -321,128 +352,133 @@ class CodedInference:
             raise ValueError(f"X has shape {Xn.shape}: CodedInference needs a positive multiple of "
                              f"K = {self.K} rows (groups of K inputs)")
         B = Xn.shape[0] // self.K
-        row_shape = Xn.shape[1:]
+        return Xn.reshape((B, self.K) + Xn.shape[1:]).swapaxes(0, 1), device
 
+    def _start_round(self, B: int, t_call: float) -> _Round:
+        """Take in what happened since the last round; replace dead workers."""
         self._pump(0.0)
         self._backend.restart_dead()
-        errors, self._carry_errors = self._carry_errors, {}
-        stale, self._carry_stale = self._carry_stale, 0
+        rnd = _Round(B, t_call, self._carry_errors, self._carry_stale)
+        self._carry_errors, self._carry_stale = {}, 0
+        return rnd
 
-        # straggler draw for this round
+    def _draw(self, rnd: _Round) -> None:
+        """draw: this round's straggler delays and waiting rule (count, deadline)."""
+        N = self.N
         if self.stragglers is not None:
-            delays = np.asarray(self._draw_delays(self.N, self.rng), dtype=np.float64)
-            if delays.size != self.N:
-                raise ValueError(f"{self.stragglers!r} drew delays of shape {delays.shape} for N = {self.N} workers")
-            delays = delays.reshape(self.N)
-            count = self.stragglers.wait_count(self.N)
-            deadline = getattr(self.stragglers, "deadline", None)
-            deadline = min(d for d in (deadline, self.deadline) if d is not None) \
-                if (deadline is not None or self.deadline is not None) else None
+            delays = np.asarray(self._draw_delays(N, self.rng), dtype=np.float64)
+            if delays.size != N:
+                raise ValueError(f"{self.stragglers!r} drew delays of shape {delays.shape} for N = {N} workers")
+            rnd.delays = delays.reshape(N)
+            rnd.count = self.stragglers.wait_count(N)
+            limits = [d for d in (getattr(self.stragglers, "deadline", None), self.deadline) if d is not None]
+            rnd.deadline = min(limits) if limits else None
         else:
-            delays = np.zeros(self.N)
-            count, deadline = None, self.deadline
-        never = np.isinf(delays)
-        if self.simulate == "virtual":
-            master_delays, sleep_s = np.where(never, 0.0, delays), np.zeros(self.N)
+            rnd.delays = np.zeros(N)
+            rnd.count, rnd.deadline = None, self.deadline
+        rnd.never = never = np.isinf(rnd.delays)
+        rnd.virtual = self.simulate == "virtual"
+        if rnd.virtual:
+            rnd.master_delays, rnd.sleep_s = np.where(never, 0.0, rnd.delays), np.zeros(N)
         else:
-            master_delays, sleep_s = np.zeros(self.N), delays
+            rnd.master_delays, rnd.sleep_s = np.zeros(N), rnd.delays
 
+    def _encode_round(self, rnd: _Round, groups) -> None:
+        """encode: the coded inputs of the workers sent the round, straight into
+        the input slots; the round's id; the output layout, probed when unknown."""
         # Who gets the round. With virtual delays, a worker whose delay is
         # infinite could never count: it is not sent the round (so its compute
         # does not slow the others down on a shared machine) and its coded input
         # is not computed; with real sleeps it is sent the round and sleeps.
-        workers = self._backend.ready_workers()
-        if not workers:
-            workers = self._await_any_ready()
-        virtual = self.simulate == "virtual"
-
-        def to_send(ready):
-            return [j for j in ready if not never[j]] if virtual else list(ready)
-
-        sent = to_send(workers)
-
-        # encode straight into the input slots: the coded inputs of `sent` only
-        groups = Xn.reshape((B, self.K) + row_shape).swapaxes(0, 1)       # (K, B, ...)
-        layout = {}
+        workers = self._backend.ready_workers() or self._await_any_ready()
+        sent = rnd.to_send(workers)
+        B, row_shape = rnd.B, groups.shape[2:]
+        probe = []
 
         def slots(dtype):
-            layout["buf"], layout["probe"] = self._backend.input_view(B, row_shape, dtype)
-            return layout["buf"]
+            buf, need_probe = self._backend.input_view(B, row_shape, dtype)
+            probe.append(need_probe)
+            return buf
 
-        _, positions = self._encode(groups, slots, sent if len(sent) < self.N else None)
+        positions = encode_into(self.code, groups, slots, sent if len(sent) < self.N else None)
         self._backend.set_input_slots(positions)
-        need_probe = layout["probe"]
-        t_enc = time.perf_counter()
-
+        rnd.t_encode = time.perf_counter()
         self._round += 1
-        r = self._round
-        if need_probe:
-            self._probe(r, B, workers if positions is None else sent)
+        rnd.id = self._round
+        if probe[0]:
+            self._probe(rnd.id, B, workers if positions is None else sent)
             before, workers = set(workers), self._backend.ready_workers()
             if positions is not None:       # a worker ready since the encode has no input
                 workers = [j for j in workers if j in before]
-            sent = to_send(workers)
-
+            sent = rnd.to_send(workers)
+        rnd.workers, rnd.sent = workers, sent
         ready = set(workers)
-        failed = {j: "not ready" for j in range(self.N) if j not in ready}
-        waiter = None
-        decision = None
-        info_extra = {}
-        t0 = time.perf_counter()
-        try:
-            self._backend.submit(r, sent, B, sleep_s)
-            for j in sent:
-                self._outstanding[j].append((r, t0))
-            hang_at = {}
-            for j in sent:
-                since = self._outstanding[j][0][1] - t0
-                extra = sleep_s[j] if math.isfinite(sleep_s[j]) else 0.0
-                hang_at[j] = since + extra + self.hang_timeout
-            waiter = RoundWaiter(self.code, sent, master_delays, never, count, deadline, hang_at)
-            decision, stale = self._wait(r, B, waiter, t0, errors, stale)
-            t_wait = time.perf_counter()
-            answered = list(decision.answered)
-            if not answered:
-                raise TimeoutError(self._nothing_message(r, decision, waiter, errors, failed, deadline))
-            if not self.code.can_decode(answered):
-                missing = sorted(set(workers) - set(answered))
-                raise TimeoutError(f"round {r}: {self.code!r} cannot decode from workers {answered} "
-                                   f"(missing {missing}; failures {waiter.failed or 'none'})")
-            # gathered in ascending worker order: the decoders want their columns
-            # that way, so decode() uses these rows as they are (no second copy)
-            answered_sorted = sorted(answered)
-            Y = self._backend.outputs(answered_sorted, B)
-            est = self.code.decode(Y, answered_sorted)
-            est = np.asarray(est)
-            out = np.ascontiguousarray(est.swapaxes(0, 1)).reshape((B * self.K,) + est.shape[2:])
-            t_dec = time.perf_counter()
-            info_extra = dict(t_wait=t_wait - t0, t_decode=t_dec - t_wait, t_total=t_dec - t_call,
-                              virtual_latency=(t_enc - t_call) + decision.at + (t_dec - t_wait))
-        finally:
-            answered_set = set(decision.answered) if decision else set()
-            self._backend.cancel([j for j in sent if j not in answered_set])
-            replaced = tuple(self._backend.restart_dead())
-            if waiter is not None:
-                failed.update(waiter.failed)
-            lat = np.full(self.N, np.nan)
-            if waiter is not None:
-                for j, v in waiter.arrived.items():
-                    lat[j] = v
-            self.last_round = RoundInfo(
-                round_id=r, groups=B, dispatched=tuple(workers),
-                answered=tuple(decision.answered) if decision else (),
-                failed=failed, errors=errors, delays=delays, latencies=lat,
-                decided_at=decision.at if decision else float("nan"), rule=decision.rule if decision else "",
-                t_encode=t_enc - t_call, stale=stale, replaced=replaced, **info_extra)
-        if as_torch:
-            import torch
+        rnd.failed = {j: "not ready" for j in range(self.N) if j not in ready}
 
-            return torch.from_numpy(out).to(device)
+    def _dispatch(self, rnd: _Round) -> None:
+        """dispatch: hand the round to its workers; the waiting rule's state."""
+        rnd.t0 = t0 = time.perf_counter()
+        sent, sleep_s = rnd.sent, rnd.sleep_s
+        self._backend.submit(rnd.id, sent, rnd.B, sleep_s)
+        hang_at = {}
+        for j in sent:
+            queue = self._outstanding[j]
+            queue.append((rnd.id, t0))
+            extra = sleep_s[j] if math.isfinite(sleep_s[j]) else 0.0
+            # silent for hang_timeout past its sleep, counted from its oldest unanswered task
+            hang_at[j] = (queue[0][1] - t0) + extra + self.hang_timeout
+        rnd.waiter = RoundWaiter(self.code, sent, rnd.master_delays, rnd.never, rnd.count, rnd.deadline, hang_at)
+
+    def _gather(self, rnd: _Round) -> np.ndarray:
+        """gather: wait for the answering set, check it once, read its outputs in
+        ascending worker order (the decoders want their columns that way, so
+        decode() uses these rows as they are: no second copy)."""
+        rnd.decision = decision = self._wait(rnd)
+        rnd.t_wait = time.perf_counter()
+        answered = decision.answered
+        if not answered:
+            raise TimeoutError(self._nothing_message(rnd))
+        if not rnd.waiter.decodable(answered):
+            missing = sorted(set(rnd.workers) - set(answered))
+            raise TimeoutError(f"round {rnd.id}: {self.code!r} cannot decode from workers {list(answered)} "
+                               f"(missing {missing}; failures {rnd.waiter.failed or 'none'})")
+        rnd.decoded = sorted(answered)
+        return self._backend.outputs(rnd.decoded, rnd.B)
+
+    def _decode(self, rnd: _Round, Y) -> np.ndarray:
+        """decode: the estimates, back in the caller's row order (B*K, ...)."""
+        est = np.asarray(self.code.decode(Y, rnd.decoded))
+        out = np.ascontiguousarray(est.swapaxes(0, 1)).reshape((rnd.B * self.K,) + est.shape[2:])
+        rnd.t_decode = time.perf_counter()
         return out
 
-    def _wait(self, r, B, waiter: RoundWaiter, t0: float, errors: dict, stale: int):
-        """Feed events to the waiter until it decides; returns (decision, stale count)."""
-        backend = self._backend
+    def _end_round(self, rnd: _Round) -> None:
+        """Cancel the late workers, start replacements, record ``last_round``
+        (also when the round raised)."""
+        decision, waiter = rnd.decision, rnd.waiter
+        answered = decision.answered if decision else ()
+        counted = set(answered)
+        self._backend.cancel([j for j in rnd.sent if j not in counted])
+        replaced = tuple(self._backend.restart_dead())
+        lat = np.full(self.N, np.nan)
+        extra = {}
+        if waiter is not None:
+            rnd.failed.update(waiter.failed)
+            for j, v in waiter.arrived.items():
+                lat[j] = v
+        if rnd.t_decode is not None:
+            extra = dict(t_wait=rnd.t_wait - rnd.t0, t_decode=rnd.t_decode - rnd.t_wait,
+                         t_total=rnd.t_decode - rnd.t_call,
+                         virtual_latency=(rnd.t_encode - rnd.t_call) + decision.at + (rnd.t_decode - rnd.t_wait))
+        self.last_round = RoundInfo(
+            round_id=rnd.id, groups=rnd.B, dispatched=tuple(rnd.workers), answered=tuple(answered),
+            failed=rnd.failed, errors=rnd.errors, delays=rnd.delays, latencies=lat,
+            decided_at=decision.at if decision else float("nan"), rule=decision.rule if decision else "",
+            t_encode=rnd.t_encode - rnd.t_call, stale=rnd.stale, replaced=replaced, **extra)
+
+    def _wait(self, rnd: _Round):
+        """Feed events to the round's waiter until it decides; the Decision."""
+        backend, waiter, r, t0, errors = self._backend, rnd.waiter, rnd.id, rnd.t0, rnd.errors
         while True:
             elapsed = time.perf_counter() - t0
             for j in waiter.hung(elapsed):
@@ -453,19 +489,18 @@ class CodedInference:
                              "killed and replaced")
             decision = waiter.decide(elapsed)
             if decision is not None:
-                return decision, stale
+                return decision
             wake = waiter.next_change(elapsed)
             timeout = None if math.isinf(wake) else max(0.0, wake - elapsed)
             # sleep until as many answers are in as the rule needs (local backend)
             if backend.arm(waiter.answers_needed()):
                 timeout = 0.0
-            events = backend.poll(timeout)
-            for ev in events:
+            for ev in backend.poll(timeout):
                 j = ev.worker
                 if ev.round >= 0:
                     self._ack(j, ev.round)
                     if ev.round != r:
-                        stale += 1
+                        rnd.stale += 1
                         continue
                     if ev.kind == "done":
                         waiter.result(j, ev.t - t0)
@@ -473,7 +508,7 @@ class CodedInference:
                         waiter.fail(j, "raised")
                         self._report(errors, j, ev.payload[0])
                     elif ev.kind == "shape":
-                        raise ValueError(self._shape_message(j, ev.payload, B))
+                        raise ValueError(self._shape_message(j, ev.payload, rnd.B))
                     else:                       # cancelled / probe reply: not an answer
                         waiter.fail(j, ev.kind)
                 elif ev.kind == "died":
@@ -493,12 +528,14 @@ class CodedInference:
                 f"but {where}: the model must return the same shape (batch, ...) on every worker "
                 "and for every input")
 
-    def _nothing_message(self, r, decision, waiter, errors, failed, deadline) -> str:
+    @staticmethod
+    def _nothing_message(rnd: _Round) -> str:
+        deadline = rnd.deadline
         why = {"deadline": f"by the deadline of {deadline:g} s (virtual time after dispatch)"
                if deadline is not None else "by the deadline",
-               "all": "at all"}.get(decision.rule, "")
-        parts = [f"round {r}: no worker answered {why}".rstrip()]
-        failures = {**failed, **waiter.failed}
+               "all": "at all"}.get(rnd.decision.rule, "")
+        parts = [f"round {rnd.id}: no worker answered {why}".rstrip()]
+        failures = {**rnd.failed, **rnd.waiter.failed}
         if failures:
             parts.append(f"failures: {failures}")
         return "; ".join(parts)

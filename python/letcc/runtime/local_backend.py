@@ -23,11 +23,11 @@ import sys
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 
 from letcc import _core
+from letcc.runtime.backend import Backend, Event
 from letcc.runtime.frames import FrameReader, frame, write_all
 from letcc.runtime.messages import CANCELLED, DONE, parse_reply, task_frame
 from letcc.runtime.shm_slots import SlotArray, new_prefix
@@ -41,20 +41,11 @@ MAX_FAILED_STARTS = 3
 _SELECT_MAX_FD = 1024
 
 
-class Event(NamedTuple):
-    kind: str          # ready | init_error | done | cancelled | error | shape | probe | died
-    worker: int
-    round: int         # -1 for events not tied to a round (ready, init_error, died)
-    payload: tuple
-    t: float           # time.perf_counter() when the master saw it
-
-
 @dataclass
 class _Handle:
     process: object
-    conn: object                     # kept open; read and written through its fd
+    conn: object                     # kept open; read and written through reader.fd
     reader: FrameReader
-    fd: int                          # conn.fileno(), looked up once
     state: str = "starting"          # starting | ready | dead
     pid: int | None = None
     failed_starts: int = 0
@@ -167,8 +158,9 @@ def _start_forkserver() -> None:
             os.environ[key] = old
 
 
-class LocalBackend:
-    """N local worker processes (see the module docstring)."""
+class LocalBackend(Backend):
+    """N local worker processes (see the module docstring), behind
+    letcc.runtime.backend's contract."""
 
     kind = "local"
 
@@ -214,7 +206,6 @@ class LocalBackend:
         self._done_round[:] = -1
         self._round = -1                 # the latest round submitted
         self._reported = np.zeros(self.n, dtype=bool)   # its answers found in the control words
-        self._n_reported = 0
         self._sel.register(self._bell_r, selectors.EVENT_READ, (-1, "bell"))
         self._finalizer = weakref.finalize(self, _shutdown, self._res, self._ctl)
         try:
@@ -236,7 +227,7 @@ class LocalBackend:
         proc.start()
         child.close()
         old = self._res.handles[j]
-        self._res.handles[j] = _Handle(proc, parent, FrameReader(parent.fileno()), parent.fileno(), pid=proc.pid,
+        self._res.handles[j] = _Handle(proc, parent, FrameReader(parent.fileno()), pid=proc.pid,
                                        failed_starts=old.failed_starts if old else 0)
         self._sel.register(parent, selectors.EVENT_READ, (j, "conn"))
         self._sel.register(proc.sentinel, selectors.EVENT_READ, (j, "sentinel"))
@@ -291,7 +282,7 @@ class LocalBackend:
     def _mark_dead(self, j: int) -> None:
         h = self._res.handles[j]
         h.state = "dead"
-        h.fd = -1           # its number may be reused once conn is closed: writes now fail (EBADF)
+        h.reader.fd = -1    # its number may be reused once conn is closed: writes now fail (EBADF)
         for obj in (h.conn, h.process.sentinel):
             try:
                 self._sel.unregister(obj)
@@ -377,7 +368,6 @@ class LocalBackend:
         # master is ready to sleep, would only wake it for nothing)
         self._round = r
         self._reported[:] = False
-        self._n_reported = 0
         _core.round_counter_start(self._ctl_view, self._counter_word, r)
         _core.atomic_store(self._ctl_view, self._bell_word, max(1, len(workers)))
         if len(workers):
@@ -403,7 +393,7 @@ class LocalBackend:
         have, so poll(0) should be used. Workers count their answers in the
         shared control words and the one that completes the count rings the
         doorbell: the master wakes once instead of once per answer."""
-        target = self._n_reported + max(1, int(answers))
+        target = int(np.count_nonzero(self._reported)) + max(1, int(answers))
         # seq-cst store then load against the workers' compare-and-swap then
         # load: either the master sees the count reached, or the worker that
         # reaches it sees the target and rings
@@ -418,7 +408,6 @@ class LocalBackend:
         new = np.flatnonzero((self._done_round == self._round) & ~self._reported)
         if new.size:
             self._reported[new] = True
-            self._n_reported += int(new.size)
             r, times = self._round, self._done_time
             for j in new.tolist():
                 events.append(Event("done", j, r, (), float(times[j])))
@@ -428,7 +417,7 @@ class LocalBackend:
 
     def _send_framed(self, j: int, data: bytes) -> bool:
         try:
-            write_all(self._res.handles[j].fd, data)
+            write_all(self._res.handles[j].reader.fd, data)
             return True
         except OSError:         # it just died (or its pipe is closed); its sentinel will say so
             return False

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import struct
 
+from letcc.runtime.frames import _LEN32
+
 __all__ = ["TASK", "DONE", "CANCELLED", "task_frame", "parse_task", "reply_frame", "parse_reply"]
 
 TASK, DONE, CANCELLED = 0x54, 0x44, 0x43          # b"T", b"D", b"C"
 _TASK = struct.Struct("<cqqdq")
 _REPLY = struct.Struct("<cq")
-# frames.py's header (signed 4-byte big-endian length) of these fixed sizes
-_TASK_HEAD = struct.pack("!i", _TASK.size)
-_REPLY_HEAD = struct.pack("!i", _REPLY.size)
+# frames.py's header of these fixed sizes
+_TASK_HEAD = _LEN32.pack(_TASK.size)
+_REPLY_HEAD = _LEN32.pack(_REPLY.size)
 _KINDS = {DONE: "done", CANCELLED: "cancelled"}
 _CODES = {"done": b"D", "cancelled": b"C"}
 

@@ -28,7 +28,9 @@ from collections import Counter
 
 import numpy as np
 
-from letcc.runtime.local_backend import Event
+from letcc.runtime.backend import Backend, Event
+from letcc.runtime.worker_common import (become_worker, limit_threads, prepare_model, run_chunks,
+                                         sleep_unless_cancelled)
 
 __all__ = ["RayBackend"]
 
@@ -43,51 +45,41 @@ def _import_ray():
     return ray
 
 
+def _nap(left: float) -> None:
+    time.sleep(min(left, 0.01))         # cancel() runs meanwhile, in its own concurrency group
+
+
 class _RayWorker:
     """The actor (decorated with ray.remote lazily, see _actor_class)."""
 
     def __init__(self, rank, model_factory, device, threads):
-        from letcc.runtime import worker_main
-
-        worker_main._RANK = rank
-        os.environ["LETCC_WORKER_RANK"] = str(rank)
+        become_worker(rank)
         if device.startswith("cuda"):
             device = "cuda:0"            # Ray sets CUDA_VISIBLE_DEVICES to the GPU it assigned
-        worker_main._limit_threads(threads)
-        self.call, _ = worker_main.prepare_model(model_factory(), device)
-        worker_main._limit_threads(threads)
+        limit_threads(threads)
+        self.call, _ = prepare_model(model_factory(), device)
+        limit_threads(threads)
         self.cancelled = -1
         self.lock = threading.Lock()
 
     def ready(self):
         return os.getpid()
 
-    def _wanted(self, r):
-        return r > self.cancelled
-
     def compute(self, r, x, sleep_s, chunk_rows):
-        if not self._wanted(r):
+        def wanted():
+            return r > self.cancelled
+
+        def call(xs):
+            return self.call(xs if xs.flags.writeable else np.array(xs))  # object-store arrays are read-only
+
+        if not wanted():
             return ("cancelled", r)
         try:
-            if sleep_s > 0:
-                end = time.monotonic() + sleep_s
-                while True:
-                    if not self._wanted(r):
-                        return ("cancelled", r)
-                    left = end - time.monotonic()
-                    if left <= 0:
-                        break
-                    time.sleep(min(left, 0.01))
-            b = x.shape[0]
-            step = b if not chunk_rows else int(chunk_rows)
+            if sleep_s > 0 and not sleep_unless_cancelled(sleep_s, wanted, _nap):
+                return ("cancelled", r)
             parts = []
-            for start in range(0, b, step):
-                if start and not self._wanted(r):
-                    return ("cancelled", r)
-                xs = x[start:start + step]
-                if not xs.flags.writeable:      # object-store arrays are read-only
-                    xs = np.array(xs)
-                parts.append(self.call(xs))
+            if run_chunks(call, x, chunk_rows, wanted, lambda start, stop, y: parts.append(y)) is not None:
+                return ("cancelled", r)         # the only reply besides None: the store never stops it
             y = parts[0] if len(parts) == 1 else np.concatenate(parts)
             return ("done", r, y)
         except Exception:
@@ -108,8 +100,8 @@ def _actor_class(ray):
     return _ACTOR_CLASS
 
 
-class RayBackend:
-    """N Ray actors (see the module docstring). Same interface as LocalBackend."""
+class RayBackend(Backend):
+    """N Ray actors (see the module docstring), behind letcc.runtime.backend's contract."""
 
     kind = "ray"
 

@@ -134,6 +134,11 @@ class RoundWaiter:
             hit = self._memo[key] = bool(fn(list(workers)))
         return hit
 
+    def decodable(self, workers) -> bool:
+        """``code.can_decode(workers)``, asked of the code once per set of workers
+        (the count rule has usually asked it of the decided set already)."""
+        return self._holds("count", workers)
+
     def _first_prefix(self, rule, js, lo: int, hi: int):
         """Smallest p in [lo, hi] with rule(js[:p]) (monotone in p), or None."""
         if hi < lo or not self._holds(rule, js[:hi]):

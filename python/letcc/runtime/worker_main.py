@@ -5,6 +5,8 @@ inputs from a slot of the shared input segment, writes ``f(inputs)`` into its
 slot of the shared output segment, and tells the master: through the shared
 control words for an answer to the master's current round (below), with a
 message of a few bytes otherwise. Every answer carries the round id it answers.
+Building the model, the simulated sleep and the chunk loop are
+letcc.runtime.worker_common's, shared with the Ray actor.
 
 Messages (in Connection's framing, letcc.runtime.frames; a duplex Pipe per
 worker; task, done and cancelled are fixed binary structs, letcc.runtime.messages,
@@ -16,7 +18,7 @@ the rest pickled tuples), master -> worker:
 worker -> master:
     ("ready", pid) | ("init_error", traceback)
     done (round) | cancelled (round) | ("error", round, traceback)
-    ("shape", round, shape, dtype)          output does not match the layout
+    ("shape", round, shape, dtype, rows)    output does not match the layout
     ("probe", round, shape, dtype)
 
 Cancellation: ``ctl[rank]`` (shared int64) holds the round the master still
@@ -55,11 +57,12 @@ from letcc import _core
 from letcc.runtime.frames import FrameReader, frame, write_all
 from letcc.runtime.messages import TASK, parse_task, reply_frame
 from letcc.runtime.shm_slots import attach
+from letcc.runtime.worker_common import (become_worker, limit_threads, prepare_model, run_chunks,
+                                         sleep_unless_cancelled, worker_rank)
 
 __all__ = ["worker_main", "worker_rank", "prepare_model"]
 
 STOP = -2           # ctl value: shut down
-_RANK: int | None = None
 
 
 def control_words(n_workers: int) -> int:
@@ -86,53 +89,6 @@ def control_layout(ctl: np.ndarray) -> ControlLayout:
                          4 * n, 4 * n + 1)
 
 
-def worker_rank() -> int | None:
-    """Index of the worker this process is (0..N-1), or None outside a worker."""
-    return _RANK
-
-
-def _limit_threads(threads: int | None) -> None:
-    if not threads:
-        return
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(threads)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return
-    threadpool_limits(threads)
-
-
-def prepare_model(model, device: str):
-    """(callable on numpy batches -> numpy, is_torch). nn.Modules move to `device`,
-    switch to eval and run under torch.inference_mode; anything else gets numpy."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(model, torch.nn.Module):
-        dev = torch.device(device)
-        model = model.to(dev).eval()
-
-        def call(x: np.ndarray) -> np.ndarray:
-            with torch.inference_mode():
-                xt = torch.from_numpy(x)
-                if dev.type != "cpu":
-                    xt = xt.to(dev, non_blocking=True)
-                y = model(xt)
-                return y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
-
-        return call, True
-    if not callable(model):
-        raise TypeError(f"model_factory() returned {type(model).__name__}, which is not callable")
-
-    def call(x: np.ndarray) -> np.ndarray:
-        y = model(x)
-        if torch is not None and isinstance(y, torch.Tensor):
-            return y.detach().cpu().numpy()
-        return np.asarray(y)
-
-    return call, False
-
-
 class _Worker:
     def __init__(self, rank, conn, bell, ctl_spec, call):
         self.rank = rank
@@ -155,9 +111,6 @@ class _Worker:
         self._views: dict = {}
         self._castable: dict = {}       # model output dtype -> fits the output slots
 
-    def wanted(self, r: int) -> bool:
-        return int(self.ctl[self.rank]) == r
-
     def layout(self, in_spec, out_spec) -> None:
         self._views.clear()             # drop the views before unmapping what they show
         self._castable.clear()
@@ -172,27 +125,20 @@ class _Worker:
             # superseded by a newer layout whose message follows in the pipe
             self.inp = self.out = None
 
-    def sleep(self, seconds: float, r: int) -> bool:
-        """Sleep `seconds` (inf: until cancelled); False when cancelled meanwhile."""
-        end = time.monotonic() + seconds
-        while True:
-            if not self.wanted(r):
-                return False
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                return True
-            # wake early when the master writes (new round or stop: it moved on)
-            if self.reader.poll(min(remaining, 0.02)) and not self.wanted(r):
-                return False
-            # a pending message with the round still wanted: nothing to wake for
-            # (cannot happen with this protocol); avoid spinning on poll()
-            if self.reader.poll(0):
-                time.sleep(min(max(remaining, 0.0), 0.02))
-
     def task(self, r: int, b: int, sleep_s: float, chunk_rows: int | None) -> tuple:
-        if not self.wanted(r) or self.inp is None or self.out is None:
+        def wanted():
+            return int(self.ctl[self.rank]) == r
+
+        def nap(left):
+            # wake early when the master writes (a new round or stop: it moved
+            # on); a pending message with the round still wanted is nothing to
+            # wake for (cannot happen with this protocol): no spinning on poll()
+            if self.reader.poll(min(left, 0.02)) and wanted():
+                time.sleep(min(left, 0.02))
+
+        if not wanted() or self.inp is None or self.out is None:
             return ("cancelled", r)
-        if sleep_s > 0 and not self.sleep(sleep_s, r):
+        if sleep_s > 0 and not sleep_unless_cancelled(sleep_s, wanted, nap):
             return ("cancelled", r)
         key = (b, int(self.ctl[self.slot_word]))
         views = self._views.get(key)
@@ -203,18 +149,19 @@ class _Worker:
             views = self._views[key] = (self.inp.slot(key[1], b), self.out.slot(self.rank, b),
                                         tuple(spec.row_shape), np.dtype(spec.dtype))
         x, y_slot, row_shape, out_dtype = views
-        step = b if not chunk_rows else int(chunk_rows)
-        for start in range(0, b, step):
-            if start and not self.wanted(r):
-                return ("cancelled", r)
-            stop = min(b, start + step)
-            y = self.call(x[start:stop])
+
+        def store(start, stop, y):
             castable = self._castable.get(y.dtype)
             if castable is None:
                 castable = self._castable[y.dtype] = bool(np.can_cast(y.dtype, out_dtype, casting="same_kind"))
             if not castable or y.shape != (stop - start,) + row_shape:
                 return ("shape", r, tuple(y.shape), y.dtype.str, stop - start)
             y_slot[start:stop] = y
+            return None
+
+        stopped = run_chunks(self.call, x, chunk_rows, wanted, store)
+        if stopped is not None:
+            return ("cancelled", r) if stopped == "cancelled" else stopped
         # no last check of ctl: a stale "done" is harmless (the master drops it by
         # round id; this slot is read only after this worker reports the current round)
         return ("done", r)
@@ -244,8 +191,8 @@ class _Worker:
                 if kind == "layout":
                     self.layout(msg[1], msg[2])
                     continue
-                r = msg[1]
-                handler, args = (self.task if kind == "task" else self.probe), msg[1:]
+                r = msg[1]                  # ("probe", round, b)
+                handler, args = self.probe, msg[1:]
             try:
                 reply = handler(*args)
             except Exception:
@@ -329,20 +276,18 @@ def _batch_scheduling() -> None:
 
 def worker_main(rank: int, conn, lifeline, bell, ctl_spec, model_factory, device: str, threads: int | None) -> None:
     """Process entry point: build the model, say ready, serve tasks until stop/EOF."""
-    global _RANK
     # Ctrl-C goes to the whole process group: the master handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _RANK = rank
+    become_worker(rank)
     _precise_timers()
     _batch_scheduling()
     threading.Thread(target=_exit_when_master_dies, args=(lifeline,), daemon=True,
                      name="letcc-lifeline").start()
-    os.environ["LETCC_WORKER_RANK"] = str(rank)
     try:
-        _limit_threads(threads)
+        limit_threads(threads)
         model = model_factory()
         call, _ = prepare_model(model, device)
-        _limit_threads(threads)     # the factory may have imported torch just now
+        limit_threads(threads)      # the factory may have imported torch just now
     except BaseException:
         try:
             conn.send(("init_error", traceback.format_exc()))

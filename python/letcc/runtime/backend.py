@@ -1,0 +1,135 @@
+"""The contract between ``CodedInference`` and a backend (local processes, Ray).
+
+A backend is transport only: it starts, watches, restarts and stops N
+workers, moves coded inputs to them and their outputs back, and reports what
+happened as ``Event`` records. Every round decision (who is sent what, who
+counts, when to stop, what to decode) is ``CodedInference``'s
+(letcc.runtime.coded_inference). Both backends derive from ``Backend``; neither
+imports the other.
+
+One round, as the master drives it::
+
+    buf, need_probe = backend.input_view(b, row_shape, dtype)   # encode into buf
+    backend.set_input_slots(positions)        # which row of buf is whose
+    [backend.probe_send(j, r, b) ... poll ... backend.set_output_layout(...)]
+    backend.submit(r, workers, b, sleep_s)
+    while undecided:
+        backend.arm(answers_needed); events = backend.poll(timeout)
+    Y = backend.outputs(answered, b)
+    backend.cancel(late workers); backend.restart_dead()
+
+Events (``Event.kind``; ``round`` is -1 for those not tied to a round):
+
+    ready       worker is up (payload: (pid,))
+    init_error  model_factory() raised in a (re)started worker (payload: (traceback,))
+    died        the worker is gone (payload: (exit code or None, pid[, detail]))
+    done        worker answered round r; its output is ready for outputs()
+    cancelled   worker dropped round r (cancelled, or no input for it)
+    error       the model raised on round r (payload: (traceback,))
+    shape       the output does not fit the layout (payload: (shape, dtype str, rows))
+    probe       reply to probe_send (payload: (shape, dtype str))
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["Backend", "Event"]
+
+
+class Event(NamedTuple):
+    kind: str          # ready | init_error | done | cancelled | error | shape | probe | died
+    worker: int
+    round: int         # -1 for events not tied to a round (ready, init_error, died)
+    payload: tuple
+    t: float           # time.perf_counter() when the master saw it (done: when the worker finished)
+
+
+class Backend(ABC):
+    """What every backend does for ``CodedInference`` (see the module docstring).
+
+    Workers are numbered 0..n-1; ``kind`` names the backend ("local", "ray")."""
+
+    kind: str
+    n: int
+
+    # ---- workers ----------------------------------------------------------
+
+    @abstractmethod
+    def ready_workers(self) -> list[int]:
+        """Workers that can be sent a round now, ascending."""
+
+    @abstractmethod
+    def worker_pids(self) -> list:
+        """Process id of each worker (None while it is not up)."""
+
+    @abstractmethod
+    def restart_dead(self) -> list[int]:
+        """Start replacing every dead worker (without waiting for it); the workers started."""
+
+    @abstractmethod
+    def kill(self, j: int) -> None:
+        """Stop worker j at once (it hung); it is replaced at restart_dead()."""
+
+    # ---- inputs and outputs ----------------------------------------------
+
+    @abstractmethod
+    def input_view(self, b: int, row_shape, dtype) -> tuple[np.ndarray, bool]:
+        """(an (n, b, *row_shape) array to encode this round's inputs into, whether
+        the output layout is unknown: then probe_send() a worker first)."""
+
+    @abstractmethod
+    def set_input_slots(self, positions) -> None:
+        """Which row of the input array each worker reads in the next submit()
+        or probe_send(): None = row j for worker j, else an (n,) int array (-1: none)."""
+
+    @abstractmethod
+    def outputs(self, workers, b: int) -> np.ndarray:
+        """The (len(workers), b, ...) outputs of workers that reported "done" for
+        the current round, rows in the order of `workers` (a copy)."""
+
+    @abstractmethod
+    def output_reference(self):
+        """(worker, output row shape, dtype str) the output layout was learnt from, or None."""
+
+    @abstractmethod
+    def input_spec(self):
+        """A description of the current input layout (for error messages), or None."""
+
+    @abstractmethod
+    def probe_send(self, j: int, r: int, b: int) -> bool:
+        """Ask worker j for the output shape of one input row (a "probe" event
+        answers); False when it could not be sent."""
+
+    @abstractmethod
+    def set_output_layout(self, row_shape, dtype, worker=None) -> None:
+        """Size the outputs from a probe's answer (learnt from `worker`)."""
+
+    # ---- rounds -----------------------------------------------------------
+
+    @abstractmethod
+    def submit(self, r: int, workers, b: int, sleep_s: np.ndarray) -> None:
+        """Send round r to `workers` (their inputs are in place); worker j first
+        sleeps sleep_s[j] seconds (simulated stragglers), then computes."""
+
+    @abstractmethod
+    def cancel(self, workers) -> None:
+        """The latest round is no longer wanted from `workers` (they drop it at
+        their next check)."""
+
+    @abstractmethod
+    def arm(self, answers: int) -> bool:
+        """Let the next poll() sleep until `answers` more workers answered the
+        latest round (or anything else happens); True when that many already
+        have (poll(0) then). A backend that wakes on every answer returns False."""
+
+    @abstractmethod
+    def poll(self, timeout: float | None) -> list[Event]:
+        """The events that arrived, waiting up to `timeout` seconds (None:
+        without limit) for the first one."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop every worker and release every resource (idempotent)."""
