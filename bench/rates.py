@@ -37,7 +37,7 @@ import numpy as np
 import letcc
 from _report import blas_summary
 from letcc.codes import BACC, GapScaledLam, LeTCC, LocalGapLam
-from letcc.codes.simulate import as_batches, exact_outputs, round_errors, worker_outputs
+from letcc.evaluate import coded_outputs, decode_errors, draw_sets, exact_outputs, group_inputs
 from letcc.stragglers import Bernoulli, FixedCount
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -82,20 +82,14 @@ SCHEMES = ["BACC", "LeTCC default", "LeTCC lam=0", "LeTCC GCV", "LeTCC lam_dec=1
 
 
 def nonempty_sets(model, N, n, seed):
-    rng = np.random.default_rng(seed)
-    sets = []
-    while len(sets) < n:
-        a = model.sample(N, rng).available
-        if a.size:
-            sets.append(a)
-    return sets
+    return draw_sets(model, N, n, np.random.default_rng(seed), redraw_empty=True)
 
 
 def study(fname, regime, seed):
     f, draw_inputs = FUNCTIONS[fname]
     model, sigma = REGIMES[regime]
     rng = np.random.default_rng(seed)
-    batches = as_batches(draw_inputs(rng, ROUNDS * K), K)
+    batches = group_inputs(draw_inputs(rng, ROUNDS * K), K)
     calib = draw_inputs(rng, 8 * K)
     exact = exact_outputs(f, batches)
     mse = {s: [] for s in SCHEMES}
@@ -114,11 +108,11 @@ def study(fname, regime, seed):
             "LeTCC tuned": LeTCC(K, N, lam_enc=tuned.lam_enc, lam_dec=tuned.lam_dec),
         }
         assert codes["LeTCC default"].lam_enc == 0.0  # all LeTCC variants share one encoder
-        out_bacc = worker_outputs(codes["BACC"], f, batches)
-        out_letcc = worker_outputs(codes["LeTCC lam=0"], f, batches)
+        out_bacc = coded_outputs(codes["BACC"], f, batches)
+        out_letcc = coded_outputs(codes["LeTCC lam=0"], f, batches)
         for name, code in codes.items():
             out = out_bacc if name == "BACC" else out_letcc
-            mse[name].append(float(round_errors(code, out, exact, sets, sigma, noise_seed).mean()))
+            mse[name].append(float(decode_errors(code, out, exact, sets, noise_sigma=sigma, noise_seed=noise_seed).mse.mean()))
         tuned_lams.append(tuned.lam_dec)
         # the default decodes with one lam per output point: report the largest per set
         default = LocalGapLam()
@@ -190,18 +184,18 @@ def defaults_study(lines):
         "|---|---|---|---|---|" + "---|" * len(cs) + "---|---|---|",
     ]
     for Kd, Nd in [(8, 16), (12, 24), (12, 36), (20, 40)]:
-        batches = as_batches(Xte[: 25 * Kd], Kd)
+        batches = group_inputs(Xte[: 25 * Kd], Kd)
         exact = exact_outputs(f, batches)
         bacc = BACC(Kd, Nd)
-        out_b = worker_outputs(bacc, f, batches)
-        out_0 = worker_outputs(LeTCC(Kd, Nd, lam_enc=0.0), f, batches)
-        out_e = worker_outputs(LeTCC(Kd, Nd, lam_enc=1e-5), f, batches)
+        out_b = coded_outputs(bacc, f, batches)
+        out_0 = coded_outputs(LeTCC(Kd, Nd, lam_enc=0.0), f, batches)
+        out_e = coded_outputs(LeTCC(Kd, Nd, lam_enc=1e-5), f, batches)
         for S in range(0, Nd // 2 + 1, max(1, Nd // 8)):
             sets = [d.available for d in FixedCount(S).draws(Nd, 6, seed=[Kd, Nd, S])]
-            rb = round_errors(bacc, out_b, exact, sets).mean()
+            rb = decode_errors(bacc, out_b, exact, sets).mse.mean()
 
             def ratio(code, out):
-                return round_errors(code, out, exact, sets).mean() / rb
+                return decode_errors(code, out, exact, sets).mse.mean() / rb
 
             row = [ratio(LeTCC(Kd, Nd, lam_enc=0.0, lam_dec=0.0), out_0)]
             row += [ratio(LeTCC(Kd, Nd, lam_enc=0.0, lam_dec=GapScaledLam(c_dec=c)), out_0) for c in cs]

@@ -13,8 +13,8 @@ import letcc
 from letcc.codes import BACC, LeTCC, Replication
 from letcc.codes.lam_defaults import DEFAULT_POLICY, LocalGapLam
 from letcc.splines import DenseOperator, smoother_rows
-from letcc.codes.lam_defaults import local_gaps
-from letcc.splines.smoother_rows import local_gap_rows_checked, smoother_rows_checked
+from letcc.codes.lam_defaults import local_gap_rows, local_gaps
+from letcc.splines.smoother_rows import smoother_rows_checked
 
 CODES = [lambda: LeTCC(4, 8), lambda: BACC(4, 8), lambda: Replication(4, 2)]
 
@@ -87,15 +87,37 @@ def test_set_keyed_lams_are_read_only_and_cached(rng):
     assert code.last_lam_dec is lam
 
 
-def test_only_the_builtin_policy_is_set_keyed():
+def test_policies_that_state_the_local_gap_rule_are_set_keyed(rng):
+    # the fast path is chosen by what a policy says (local_gap_rule), not by its type
     assert LeTCC(4, 8)._set_keyed and LeTCC(4, 8, lam_dec=LocalGapLam(c_dec=1e-2))._set_keyed
+    assert LeTCC(4, 8, lam_dec=letcc.LamPolicy())._set_keyed      # the same formula, another class
+    assert not LeTCC(4, 8, lam_dec=letcc.LamPolicy(local=False))._set_keyed
+    assert not LeTCC(4, 8, lam_dec=letcc.LamPolicy(noise="gcv"))._set_keyed
 
-    class Tweaked(LocalGapLam):
+    class Doubled(LocalGapLam):   # another rule: it says so
         def lam_dec_at(self, beta_available, alpha, N, K):
             return 2.0 * super().lam_dec_at(beta_available, alpha, N, K)
 
-    for lam_dec in (Tweaked(), UserPolicy(), 1e-3, "gcv"):
+        def local_gap_rule(self, K, N):
+            return None
+
+    for lam_dec in (Doubled(), UserPolicy(), 1e-3, "gcv"):
         assert not LeTCC(4, 8, lam_dec=lam_dec)._set_keyed
+    # a stated rule decodes exactly as the same rule asked on every decode
+    stated, asked = LeTCC(8, 16, lam_dec=letcc.LamPolicy()), LeTCC(8, 16, lam_dec=UserPolicy())
+    for size in (2, 5, 11, 16):
+        a = rng.permutation(16)[:size].tolist()
+        Y = rng.standard_normal((size, 3))
+        np.testing.assert_array_equal(stated.decode(Y, a), asked.decode(Y, a))
+
+
+def test_a_stated_rule_is_checked():
+    class Bad(LocalGapLam):
+        def local_gap_rule(self, K, N):
+            return (-1.0, 16.0)
+
+    with pytest.raises(ValueError, match=r"local_gap_rule c returned -1.0"):
+        LeTCC(4, 8, lam_dec=Bad())
 
 
 def test_smoother_rows_checked_equals_smoother_rows(rng):
@@ -115,7 +137,7 @@ def test_local_gap_rows_equal_the_policy_arithmetic(rng, c, end_factor):
             if inner:                     # nodes at the domain ends: no end padding
                 x[0], x[-1] = -1.0, 1.0
             at = np.concatenate([rng.uniform(-1, 1, 7), [x[0], x[-1], x[1], -1.0, 1.0]])
-            lams, rows = local_gap_rows_checked(x, at, c, end_factor)
+            lams, rows = local_gap_rows(x, at, c, end_factor)
             phi = local_gaps(x, at, end_factor)
             np.testing.assert_array_equal(lams, c * phi * phi * phi)
             np.testing.assert_array_equal(rows, smoother_rows_checked(x, at, lams))
@@ -123,7 +145,7 @@ def test_local_gap_rows_equal_the_policy_arithmetic(rng, c, end_factor):
 
 def test_local_gap_rows_refuse_empty_input():
     with pytest.raises(ValueError, match="x and at must not be empty"):
-        local_gap_rows_checked(np.zeros(0), np.zeros(3), 1e-3, 16.0)
+        local_gap_rows(np.zeros(0), np.zeros(3), 1e-3, 16.0)
 
 
 def test_dense_operator_from_checked(rng):

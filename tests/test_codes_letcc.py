@@ -7,7 +7,7 @@ from scipy.interpolate import make_smoothing_spline
 import letcc
 from letcc.codes import BACC, GapScaledLam, LeTCC
 from letcc.codes.lam_defaults import LocalGapLam, local_gaps
-from letcc.codes.simulate import as_batches, end_to_end_mse, exact_outputs
+from letcc.evaluate import coded_outputs, decode_errors, exact_outputs, group_inputs
 from letcc.splines import select_lam_gcv
 from letcc.stragglers import FixedCount
 
@@ -88,11 +88,11 @@ def _mlp(rng):
 @pytest.mark.parametrize("K, N, S", [(5, 15, 2), (8, 24, 3), (8, 48, 6), (12, 36, 4), (6, 30, 10)])
 def test_letcc_beats_bacc_on_a_smooth_function(rng, K, N, S):
     f = _mlp(rng)
-    batches = as_batches(rng.standard_normal((4 * K, 3)), K)
-    exact = exact_outputs(f, batches)
-    sets = [d.available for d in FixedCount(S).draws(N, 8, seed=rng.integers(2**31))]
-    mse_letcc = end_to_end_mse(LeTCC(K, N), f, batches, sets, exact=exact)
-    mse_bacc = end_to_end_mse(BACC(K, N), f, batches, sets, exact=exact)
+    groups = group_inputs(rng.standard_normal((4 * K, 3)), K)
+    exact = exact_outputs(f, groups)
+    sets = FixedCount(S).draws(N, 8, seed=rng.integers(2**31))
+    mse_letcc, mse_bacc = (decode_errors(c, coded_outputs(c, f, groups), exact, sets).mse.mean()
+                           for c in (LeTCC(K, N), BACC(K, N)))
     assert mse_letcc < mse_bacc
 
 

@@ -72,7 +72,7 @@ def test_groups_follow_the_runtime_layout_and_ungroup_inverts(rng):
     np.testing.assert_array_equal(EV.ungroup(G), X[:20])
     with pytest.raises(ValueError, match="need at least K = 30 inputs"):
         EV.group_inputs(X, 30)
-    with pytest.raises(ValueError, match="K must be a positive integer"):
+    with pytest.raises(ValueError, match="K must be >= 1, got 0"):
         EV.group_inputs(X, 0)
 
 
@@ -87,9 +87,9 @@ def test_straggler_sets_are_reproducible_and_have_n_minus_s_workers():
     assert any(not np.array_equal(s, t) for s, t in zip(a, c))
     full = EV.straggler_sets(12, 0, 6, seed=3)
     assert len(full) == 1 and np.array_equal(full[0], np.arange(12))
-    with pytest.raises(ValueError, match=r"S must be an integer in \[0, N - 1\] = \[0, 11\], got 12"):
+    with pytest.raises(ValueError, match="S must be <= 11, got 12"):
         EV.straggler_sets(12, 12, 3, seed=0)
-    with pytest.raises(ValueError, match="n_draws must be a positive integer"):
+    with pytest.raises(ValueError, match="n_draws must be >= 1, got 0"):
         EV.straggler_sets(12, 2, 0, seed=0)
 
 

@@ -8,10 +8,12 @@ import pytest
 
 from letcc.codes import BACC, LeTCC
 from letcc.codes.bacc import berrut_matrix
-from letcc.codes.simulate import as_batches, exact_outputs, worker_outputs
+from letcc._calibration_search import best_path as _best_path, gap_bins as _bins
+from letcc.codes.lam_defaults import GapTableLam
+from letcc.evaluate import coded_outputs, exact_outputs, group_inputs, group_labels, sets_by_count
+from letcc.evaluate import lam_grid_errors as decode_errors
 from letcc.nodes import chebyshev_first_kind
-from letcc.policy import (DEFAULT_C0, END_FACTOR, LOCAL_C0, LOCAL_END_FACTOR, LamPolicy, _best_path, _bins,
-                          _table_lam, decode_errors, effective_gap, gap_and_end, local_gaps, straggler_sets)
+from letcc.policy import DEFAULT_C0, END_FACTOR, LOCAL_C0, LOCAL_END_FACTOR, LamPolicy, effective_gap, gap_and_end, local_gaps
 from letcc.splines import select_lam_gcv
 from letcc.stragglers import Bernoulli, FixedCount
 
@@ -140,7 +142,7 @@ def test_calibrated_table_is_monotone_and_used_by_letcc(calibrated):
     beta = LeTCC(K, N).beta
     for F in ([0, 2, 3, 4, 6, 7, 9, 11], [3, 4, 5, 6, 7, 8, 9], [0, 1, 2, 3, 11]):
         g, d = gap_and_end(beta[F])
-        assert p.lam_dec(beta[F], N, K) == pytest.approx(max(_table_lam(t, g), t["end_k"] * d ** 3), rel=1e-14)
+        assert p.lam_dec(beta[F], N, K) == pytest.approx(max(GapTableLam(t["edges"], t["lam"], t["end_k"]).psi(g), t["end_k"] * d ** 3), rel=1e-14)
     code = LeTCC(K, N, lam_dec=p)
     F = np.array([0, 2, 3, 4, 6, 7, 9, 11])
     Y = f(code.encode(np.random.default_rng(5).standard_normal((K, 6))))[F]
@@ -191,8 +193,8 @@ def test_calibration_is_reproducible_from_its_seed(calibrated):
     assert again.tables == p.tables
     other = LamPolicy.calibrate(f, X, K, N, n_draws=8, seed=4, lam_grid=GRID, local=False)
     assert other.report["6,12"]["sets"] == p.report["6,12"]["sets"]
-    sets3 = straggler_sets(None, N, 8, np.random.default_rng(3))
-    sets4 = straggler_sets(None, N, 8, np.random.default_rng(4))
+    sets3 = sets_by_count(None, N, 8, np.random.default_rng(3))
+    sets4 = sets_by_count(None, N, 8, np.random.default_rng(4))
     assert any(not np.array_equal(a, b) for S in sets3 for a, b in zip(sets3[S], sets4[S]))
 
 
@@ -246,10 +248,10 @@ def test_calibrated_policy_beats_interpolation_and_bacc_at_the_largest_S(which, 
     """On held-out inputs and fresh straggler sets, S = N / 2."""
     f, p = calibrated_local if which == "local" else calibrated
     X = np.random.default_rng(11).standard_normal((240, 6))
-    batches = as_batches(X, K)
+    batches = group_inputs(X, K)
     exact = exact_outputs(f, batches)
     let, bacc = LeTCC(K, N, lam_dec=0.0), BACC(K, N)
-    out_l, out_b = worker_outputs(let, f, batches), worker_outputs(bacc, f, batches)
+    out_l, out_b = coded_outputs(let, f, batches), coded_outputs(bacc, f, batches)
     r = np.random.default_rng(12)
     sets = [np.sort(r.choice(N, N - N // 2, replace=False)) for _ in range(30)]
     mse = decode_errors(let.beta, let.alpha, out_l, exact, sets,
@@ -274,12 +276,12 @@ def test_relacc_target_needs_labels_and_favours_accuracy(local):
     pm = LamPolicy.calibrate(f, X, K, N, target="mse", **kw)
     assert pa.target == "relacc" and pm.target == "mse"
     # each target is at least as good as the other on its own calibration score
-    batches = as_batches(X, K)
+    batches = group_inputs(X, K)
     exact = exact_outputs(f, batches)
     code = LeTCC(K, N, lam_dec=0.0)
-    out = worker_outputs(code, f, batches)
-    sets = [F for S, Fs in sorted(straggler_sets(None, N, 6, np.random.default_rng(1)).items()) for F in Fs]
-    lab = labels[: batches.shape[0] * K].reshape(-1, K)
+    out = coded_outputs(code, f, batches)
+    sets = [F for S, Fs in sorted(sets_by_count(None, N, 6, np.random.default_rng(1)).items()) for F in Fs]
+    lab = group_labels(labels, K, batches.shape[1])
     e = decode_errors(code.beta, code.alpha, out, exact, sets,
                       lambda nd: [pa.lam_dec(nd, N, K), pm.lam_dec(nd, N, K)], labels=lab)
     assert e["acc"][:, 0].mean() >= e["acc"][:, 1].mean()
@@ -323,17 +325,17 @@ def test_into_keeps_other_pairs():
 def test_decode_errors_matches_letcc_decode(rng):
     f = tiny_classifier()
     X = rng.standard_normal((3 * K, 6))
-    batches = as_batches(X, K)
+    batches = group_inputs(X, K)
     code = LeTCC(K, N, lam_dec=0.0)
-    out, exact = worker_outputs(code, f, batches), exact_outputs(f, batches)
-    labels = rng.integers(0, 5, size=(3, K))
+    out, exact = coded_outputs(code, f, batches), exact_outputs(f, batches)
+    labels = rng.integers(0, 5, size=(K, 3))
     sets = [np.sort(rng.choice(N, 8, replace=False)) for _ in range(3)]
     lams = [0.0, 1e-4, 0.3]
     got = decode_errors(code.beta, code.alpha, out, exact, sets, lambda nd: lams, labels=labels)
     for j, F in enumerate(sets):
         for i, lam in enumerate(lams):
             c = LeTCC(K, N, lam_dec=lam)
-            est = np.stack([c.decode(out[b][F], F) for b in range(3)])
+            est = np.stack([c.decode(out[F, b], F) for b in range(3)], axis=1)
             want = np.mean(np.sum((est - exact) ** 2, axis=-1))
             assert got["mse"][j, i] == pytest.approx(want, rel=1e-10)
             assert got["acc"][j, i] == np.mean(est.argmax(-1) == labels)
@@ -368,7 +370,7 @@ def test_bins_cover_every_set_and_scale_the_sets_beyond_the_table(rng):
         assert np.all(x[m & inside] >= lo - 1e-9) and np.all(x[m & inside] < hi + 1e-9)
     # the table rule applies the same factor outside its edges
     t = {"edges": edges, "lam": list(np.linspace(1e-5, 1e-3, len(edges) - 1)), "end_k": 0.3, "lam_enc": 0.0}
-    assert _table_lam(t, 20.0) == pytest.approx(t["lam"][-1] * scale[0])
+    assert GapTableLam(t["edges"], t["lam"], t["end_k"]).psi(20.0) == pytest.approx(t["lam"][-1] * scale[0])
     _, merged, ones = _bins(phis, extrapolate=False)
     assert sum(m.sum() for m in merged) == 200 and np.all(ones == 1.0)
 
@@ -379,11 +381,11 @@ def test_calibrated_policy_is_near_the_per_S_optimum_on_its_calibration_sets(cal
     the best constant lam per straggler count."""
     f, p = calibrated
     X = np.random.default_rng(1).standard_normal((60, 6))
-    batches = as_batches(X, K)
+    batches = group_inputs(X, K)
     exact = exact_outputs(f, batches)
     code = LeTCC(K, N, lam_dec=0.0)
-    out = worker_outputs(code, f, batches)
-    by_count = straggler_sets(None, N, 8, np.random.default_rng(3))
+    out = coded_outputs(code, f, batches)
+    by_count = sets_by_count(None, N, 8, np.random.default_rng(3))
     sets = [F for S in sorted(by_count) for F in by_count[S]]
     counts = np.array([N - F.size for F in sets])
     used = decode_errors(code.beta, code.alpha, out, exact, sets, lambda nd: [p.lam_dec(nd, N, K)])["mse"][:, 0]
@@ -404,21 +406,24 @@ def test_gcv_mode_returns_none_and_letcc_runs_gcv(rng):
 
 
 def test_memoised_answers_equal_fresh_ones(calibrated, rng, monkeypatch):
-    import letcc.policy as policy_module
-    monkeypatch.setattr(policy_module, "MEMO_SIZE", 5)
+    from letcc.codes.lam_defaults import LocalGapLam, _MemoLam
+    monkeypatch.setattr(_MemoLam, "MEMO_SIZE", 5)
     _, p = calibrated
     q = LamPolicy.from_dict(p.to_dict())
     beta = LeTCC(K, N).beta
+    rule = q.rule(K, N)
     for _ in range(40):
         F = np.sort(rng.choice(N, rng.integers(1, N + 1), replace=False))
         first = q.lam_dec(beta[F], N, K)
-        assert first == q.lam_dec(beta[F], N, K) == q._lam_dec_at(beta[F], chebyshev_first_kind(K), N, K)
-        assert len(q._memo) <= 5
+        assert first == q.lam_dec(beta[F], N, K) == rule._rule(beta[F], chebyshev_first_kind(K))
+        assert len(rule._memo) <= 5
     d = LamPolicy()
     for _ in range(40):
         F = np.sort(rng.choice(N, rng.integers(3, N + 1), replace=False))
         a = chebyshev_first_kind(K) * rng.uniform(0.5, 1.0)
-        np.testing.assert_array_equal(d.lam_dec_at(beta[F], a, N, K), d._lam_dec_at(beta[F], a, N, K))
+        np.testing.assert_array_equal(d.lam_dec_at(beta[F], a, N, K), d.rule(K, N)._rule(beta[F], a))
+        # the one formula: the same lams as the default policy's, from another class
+        np.testing.assert_array_equal(d.lam_dec_at(beta[F], a, N, K), LocalGapLam().lam_dec_at(beta[F], a, N, K))
 
 
 # ---------------------------------------------------------------- bad input
@@ -440,7 +445,7 @@ def test_bad_arguments_raise_clear_errors():
         LamPolicy({"6x12": {"edges": [-1.0, 0.0], "lam": [1e-3]}})
     with pytest.raises(ValueError, match="format"):
         LamPolicy.from_dict({"format": "something else"})
-    with pytest.raises(ValueError, match="stragglers = 12"):
+    with pytest.raises(ValueError, match="stragglers must be <= 11, got 12"):
         LamPolicy.calibrate(f, X, K, N, stragglers=12)
     with pytest.raises(TypeError, match="stragglers"):
         LamPolicy.calibrate(f, X, K, N, stragglers="many")

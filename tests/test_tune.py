@@ -62,8 +62,8 @@ def test_noise_calls_for_more_smoothing(rng):
 @pytest.mark.parametrize("kwargs, exc, match", [
     (dict(lam_dec_grid=[]), ValueError, "lam_dec_grid must be a non-empty"),
     (dict(lam_enc_grid=[0.0, -1.0]), ValueError, r"lam_enc_grid\[1\]: lam must be finite and >= 0"),
-    (dict(n_draws=0), ValueError, "n_draws must be an integer >= 1"),
-    (dict(noise_sigma=-0.1), ValueError, "noise_sigma must be finite and >= 0"),
+    (dict(n_draws=0), ValueError, "n_draws must be >= 1, got 0"),
+    (dict(noise_sigma=-0.1), ValueError, "noise_sigma must be >= 0.0, got -0.1"),
     (dict(stragglers="two"), TypeError, "stragglers must be a count S or a letcc.stragglers model"),
     (dict(stragglers=6), ValueError, "S = 6 stragglers leave no worker out of N = 6"),
 ])
@@ -74,7 +74,7 @@ def test_errors(rng, kwargs, exc, match):
 
 
 def test_too_few_calibration_samples(rng):
-    with pytest.raises(ValueError, match="need at least K = 4 samples, got 3"):
+    with pytest.raises(ValueError, match="need at least K = 4 inputs, got 3"):
         letcc.tune(make_f(rng), rng.standard_normal((3, 3)), 4, 6)
 
 

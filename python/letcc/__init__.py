@@ -3,13 +3,22 @@
 Layers, each depending only on the ones above it (imports point down):
 
 1. ``letcc.splines``    smoothing splines over many columns (compiled core)
-2. ``letcc.codes``      LeTCC, BACC and the baselines; ``letcc.nodes``,
+2. ``letcc.codes``      LeTCC, BACC and the baselines, and the lam rules with
+                        the protocol a lam policy follows
+                        (``letcc.codes.lam_defaults``); ``letcc.nodes``,
                         ``letcc.metrics``
-3. ``letcc.stragglers`` who is late and by how much; ``letcc.tune`` and
-                        ``letcc.policy`` (choosing lam by simulating
-                        straggler draws) sit here, above the straggler models
+3. ``letcc.stragglers`` who is late and by how much; above the straggler
+                        models: ``letcc.evaluate`` (the one offline
+                        evaluator: coded rounds decoded from many straggler
+                        sets), ``letcc.policy`` (LamPolicy: lam rules per
+                        (K, N), saved and loaded) and ``letcc.tune`` (the one
+                        home of calibration: the grid search and
+                        LamPolicy.calibrate)
 4. ``letcc.runtime``    coded inference on worker processes or Ray
 5. ``letcc.experiments``, ``letcc.cli``  models, data, sweeps, plots
+
+``letcc._checks`` (integer, real-number and choice arguments) sits below
+every layer and imports nothing from letcc.
 
 Only layer 1 is imported eagerly; the rest load on first attribute access so
 that ``import letcc`` stays cheap (worker processes import it too).
@@ -34,7 +43,8 @@ _LAZY_ATTRS = {
     "cuda_available": "letcc.splines.cuda_dispatch",
 }
 _LAZY_MODULES = {
-    "splines", "codes", "nodes", "metrics", "stragglers", "policy", "runtime", "experiments", "cli",
+    "splines", "codes", "nodes", "metrics", "stragglers", "evaluate", "policy", "runtime", "experiments",
+    "cli",
 }
 
 

@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["as_int", "as_real"]
+__all__ = ["as_int", "as_real", "as_choice"]
 
 
 def as_int(v, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
@@ -42,3 +42,10 @@ def as_real(v, name: str, minimum: float | None = None, *, strict: bool = False,
     if minimum is not None and (value <= minimum if strict else value < minimum):
         raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {v!r}")
     return value
+
+
+def as_choice(v, allowed, name: str):
+    """``v`` if it is one of ``allowed``, else ValueError naming both."""
+    if v not in allowed:
+        raise ValueError(f"{name} must be one of {tuple(allowed)}, got {v!r}")
+    return v

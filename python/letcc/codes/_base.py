@@ -13,6 +13,11 @@
     code.is_complete(available) whether waiting for more workers cannot improve the estimate
     code.complete_needs_every_worker  True when is_complete holds for all N workers
                               only (a runtime may then sleep until all have answered)
+    code.linear_in_outputs    True when decode(Y, F) is a linear map of Y fixed by F
+                              (no look at the data: no GCV, no outlier tests), so that
+                              decoding many rounds stacked along Y's trailing axes
+                              equals decoding each (an offline evaluator may then
+                              decode them in one call)
 
 `available` holds worker indices 0..N-1 in any order (e.g. arrival order); row
 i of Y is the output of worker available[i].
@@ -49,6 +54,7 @@ class Code(ABC):
     alpha: np.ndarray | None = None
     beta: np.ndarray | None = None
     complete_needs_every_worker: bool = False
+    linear_in_outputs: bool = True
 
     @abstractmethod
     def encode(self, X, out=None, rows=None):

@@ -16,10 +16,9 @@ import numpy as np
 from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._base import Code, as_count
 from letcc.codes._plan_cache import PlanCache
-from letcc.codes.lam_defaults import LocalGapLam, resolve_lam_dec, resolve_lam_enc
+from letcc.codes.lam_defaults import local_gap_rows, resolve_lam_dec, resolve_lam_enc
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv, smoother_rows
-from letcc.splines.smoother_rows import local_gap_rows_checked
 from letcc.splines._validation import as_lam
 
 __all__ = ["LeTCC", "spline_decoder_matrix"]
@@ -90,13 +89,12 @@ class LeTCC(Code):
         self.N = as_count(N, "N")
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
         self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
-        self._lam_dec_kind, self._lam_dec_value = resolve_lam_dec(lam_dec)
-        # The built-in policy's lams are a function of the answering set alone
-        # and valid by construction: its decoders are cached by the set, and a
-        # cached decode skips the policy and the checks of its answer.
-        fn = self._lam_dec_value
-        self._set_keyed = (self._lam_dec_kind == "policy_at" and type(getattr(fn, "__self__", None)) is LocalGapLam
-                           and getattr(fn, "__func__", None) is LocalGapLam.lam_dec_at)
+        self._lam_dec_kind, self._lam_dec_value = resolve_lam_dec(lam_dec, self.K, self.N)
+        # A policy that states the local-gap rule (lam_defaults' protocol) has
+        # lams that are a function of the answering set alone and valid by
+        # construction: its decoders are cached by the set, and a cached
+        # decode skips the policy and the checks of its answer.
+        self._set_keyed = self._lam_dec_kind == "local_gap"
         self.lam_dec = lam_dec
         self.lam_enc = resolve_lam_enc(lam_enc, lam_dec, self.K, self.N)
         self.encoder = SplineSmoother(self.alpha, self.beta, lam=self.lam_enc)
@@ -196,17 +194,15 @@ class LeTCC(Code):
         and the code's own nodes guarantee. lam is read-only (it is handed
         out again on every decode of this set)."""
         beta_av = self.beta[sorted_idx]
+        lam = 0.0  # fewer than three nodes: the rule's lam (lam changes nothing)
         if beta_av.shape[0] >= 3:
-            # the policy's lams and the rows in one compiled call (the policy's
+            # the rule's lams and the rows in one compiled call (the rule's
             # own numpy arithmetic, done there bit for bit)
-            policy = self._lam_dec_value.__self__
-            lam, rows = local_gap_rows_checked(beta_av, self.alpha, policy.c_dec, policy.end_factor)
+            c, end_factor = self._lam_dec_value
+            lam, rows = local_gap_rows(beta_av, self.alpha, c, end_factor)
             lam.flags.writeable = False
             if lam.min() != lam.max():
                 return DenseOperator._from_checked(rows), lam
-        else:
-            lam = self._lam_dec_value(beta_av, self.alpha, self.N, self.K)
-        if isinstance(lam, np.ndarray):
             lam = float(lam[0])  # one lam after all: the banded spline plan
         return SplineSmoother(beta_av, self.alpha, lam=lam), lam
 
@@ -214,14 +210,20 @@ class LeTCC(Code):
         """Y (len(available), ...) outputs of workers `available` (any order) -> (K, ...)."""
         avail = self._available(available)
         Y = self._outputs(Y, avail)
-        # only the built-in policy gives dense decoders without looking at Y (a
-        # fixed lam is a banded plan; GCV and user policies may need Y)
+        # only a stated local-gap rule gives dense decoders without looking at
+        # Y (a fixed lam is a banded plan; GCV and other policies may need Y)
         return self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
 
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0
 
     complete_needs_every_worker = True      # every answer changes the estimate
+
+    @property
+    def linear_in_outputs(self) -> bool:
+        # a fixed lam or a stated local-gap rule: a linear map fixed by the set.
+        # GCV looks at the outputs; any other policy may answer None (GCV) for a set.
+        return self._lam_dec_kind in ("fixed", "local_gap")
 
     def is_complete(self, available) -> bool:
         return self._available(available, allow_empty=True).size == self.N

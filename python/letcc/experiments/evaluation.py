@@ -1,14 +1,17 @@
-"""The shared evaluation loop of the experiments: LeTCC against BACC on a real model.
+"""The experiments' comparison: LeTCC against BACC (and any other named scheme) on a real model.
 
 Every experiment (``letcc sweep``, ``letcc table``, the demo's reference numbers) goes
-through :func:`compare`, which guarantees the paper's protocol:
+through :func:`compare`, which runs letcc.evaluate (the one offline evaluator) with the
+paper's protocol:
 
 * the **same inputs** for every scheme: X (n, ...) is cut into B rounds of K inputs,
   arranged like the runtime does it, ``groups[k, b] = X[b * K + k]``;
 * the **same straggler sets** for every scheme: for each S, ``n_draws`` sets of N - S
   answering workers are drawn once (``FixedCount(S)``, seeded by ``(seed, S)``) and
   every scheme decodes every round from each of them;
-* **metrics on softmax outputs**, both reported: ``mse`` is the paper's MSE, the mean
+* **metrics on softmax outputs**, both reported, each with its standard error, and
+  every scheme's differences from the reference (BACC) with *paired* standard errors
+  (``Comparison.vs_reference``; ``within_noise`` says when a difference is within two): ``mse`` is the paper's MSE, the mean
   over rounds and straggler sets of (1/K) sum_k ||f(x_k) - f^(x_k)||^2 (the squared
   error of the whole probability vector); ``rel_acc`` is the accuracy of argmax f^
   against the labels divided by the base model's accuracy (argmax f) on the same
@@ -36,18 +39,19 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from letcc.codes import BACC, LeTCC
-from letcc.stragglers import FixedCount
+from letcc._checks import as_int
+from letcc.codes import BACC, Code, LeTCC
+from letcc.evaluate import (SchemeMetrics, coded_outputs, decode_errors, exact_outputs, fixed_count_sets,
+                            group_inputs, group_labels, paired_difference, summarize, ungroup)
 
 __all__ = [
     "SchemeMetrics", "group_inputs", "ungroup", "straggler_sets", "coded_outputs", "exact_outputs",
-    "decode_metrics", "letcc_code_for", "compare", "parse_lam", "TUNE_LAM_ENC_GRID",
-    "TUNE_LAM_DEC_GRID", "improvement",
+    "letcc_code_for", "compare", "parse_lam", "TUNE_LAM_ENC_GRID", "TUNE_LAM_DEC_GRID", "Comparison",
 ]
 
 # Grids for lam="tuned". lam_enc > 0 blurs the coded inputs at the alphas; measured to
@@ -55,138 +59,8 @@ __all__ = [
 TUNE_LAM_ENC_GRID = (0.0, 1e-8, 1e-6, 1e-4)
 TUNE_LAM_DEC_GRID = tuple([0.0] + [float(v) for v in np.logspace(-10, 0, 21)])
 
-
-# ---------------------------------------------------------------- arranging rounds
-
-def group_inputs(X, K: int) -> np.ndarray:
-    """X (n, ...) -> (K, B, ...) rounds of K consecutive inputs (the runtime's layout).
-
-    A remainder of n mod K images is dropped. Returns float32 numpy.
-    """
-    X = _numpy(X)
-    K = _positive_int(K, "K")
-    if X.ndim < 1 or X.shape[0] < K:
-        raise ValueError(f"need at least K = {K} inputs, got {0 if X.ndim < 1 else X.shape[0]}")
-    B = X.shape[0] // K
-    return np.ascontiguousarray(X[: B * K].reshape((B, K) + X.shape[1:]).swapaxes(0, 1))
-
-
-def ungroup(G: np.ndarray) -> np.ndarray:
-    """(K, B, ...) -> (B * K, ...), the inverse of :func:`group_inputs`."""
-    return np.ascontiguousarray(G.swapaxes(0, 1)).reshape((G.shape[0] * G.shape[1],) + G.shape[2:])
-
-
-def _numpy(a) -> np.ndarray:
-    if hasattr(a, "detach") and hasattr(a, "cpu"):
-        a = a.detach().cpu().numpy()
-    return np.asarray(a)
-
-
-def _positive_int(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return int(v)
-
-
-def _apply(f: Callable, rows: np.ndarray, chunk: int) -> np.ndarray:
-    """f over rows (n, ...) in chunks -> float64 (n, m)."""
-    outs = [np.asarray(f(np.ascontiguousarray(rows[i:i + chunk], dtype=np.float32)), dtype=np.float64)
-            for i in range(0, rows.shape[0], chunk)]
-    out = np.concatenate(outs)
-    return out.reshape(rows.shape[0], -1)
-
-
-def exact_outputs(f: Callable, groups: np.ndarray, chunk: int = 256) -> np.ndarray:
-    """f on the uncoded inputs: (K, B, m) float64."""
-    K, B = groups.shape[:2]
-    return _apply(f, groups.reshape((K * B,) + groups.shape[2:]), chunk).reshape(K, B, -1)
-
-
-def coded_outputs(code, f: Callable, groups: np.ndarray, chunk: int = 256) -> np.ndarray:
-    """What every worker returns: f(code.encode(groups)) as (N, B, m) float64.
-
-    The coded inputs are made in float32 like the runtime makes them from float32 images.
-    """
-    coded = np.asarray(code.encode(groups.astype(np.float32, copy=False)))
-    N, B = coded.shape[:2]
-    return _apply(f, coded.reshape((N * B,) + coded.shape[2:]), chunk).reshape(N, B, -1)
-
-
-def straggler_sets(N: int, S: int, n_draws: int, seed, worst_case: bool = False) -> List[np.ndarray]:
-    """``n_draws`` sorted index arrays of the N - S workers that answer (FixedCount(S)).
-
-    Seeded by ``(seed, N, S)`` so that every scheme and every command asking for the same
-    (seed, N, S) gets the same sets. With ``worst_case`` the one deterministic set that
-    leaves the largest gap (repeated once).
-    """
-    N = _positive_int(N, "N")
-    n_draws = _positive_int(n_draws, "n_draws")
-    if isinstance(S, bool) or not isinstance(S, numbers.Integral) or not 0 <= S < N:
-        raise ValueError(f"S must be an integer in [0, N - 1] = [0, {N - 1}], got {S!r}")
-    model = FixedCount(int(S), worst_case=worst_case)
-    rng = np.random.default_rng([int(seed), N, int(S)])
-    if S == 0 or worst_case:
-        return [model.sample(N, rng).available]
-    return [model.sample(N, rng).available for _ in range(n_draws)]
-
-
-# ---------------------------------------------------------------- metrics
-
-@dataclass
-class SchemeMetrics:
-    """One scheme at one (K, N, S). ``mse`` on softmax outputs; ``rel_acc`` = acc / base acc."""
-    scheme: str
-    mse: float                      # mean over rounds and straggler sets
-    mse_se: float                   # standard error of that mean (over rounds x sets)
-    accuracy: Optional[float]       # accuracy of argmax f^ (None without labels)
-    base_accuracy: Optional[float]  # accuracy of argmax f on the same images
-    rel_acc: Optional[float]        # accuracy / base_accuracy (None when undefined)
-    rounds: int                     # B
-    draws: int                      # straggler sets
-    agreement: Optional[float] = None  # fraction of estimates whose argmax is the base model's argmax
-    lam_enc: Optional[float] = None
-    lam_dec: Optional[Union[float, str]] = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def decode_metrics(name: str, code, worker_out: np.ndarray, exact: np.ndarray, labels: Optional[np.ndarray],
-                   sets: Sequence[np.ndarray]) -> SchemeMetrics:
-    """Decode every round from every set; MSE and RelAcc against ``exact`` (K, B, m) and labels (K, B)."""
-    K, B = exact.shape[:2]
-    round_mse = np.empty((len(sets), B))
-    correct = agree = 0
-    base_pred = exact.argmax(-1)
-    for j, avail in enumerate(sets):
-        avail = np.asarray(avail, dtype=np.int64)
-        est = np.asarray(code.decode(worker_out[avail], avail), dtype=np.float64)   # (K, B, m)
-        d = est - exact
-        round_mse[j] = np.einsum("kbm,kbm->b", d, d) / K
-        pred = est.argmax(-1)
-        agree += int(np.count_nonzero(pred == base_pred))
-        if labels is not None:
-            correct += int(np.count_nonzero(pred == labels))
-    n = round_mse.size
-    se = float(round_mse.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
-    acc = base = rel = None
-    if labels is not None:
-        acc = correct / (len(sets) * K * B)
-        base = float(np.mean(exact.argmax(-1) == labels))
-        rel = acc / base if base > 0 else None
-    return SchemeMetrics(name, float(round_mse.mean()), se, acc, base, rel, B, len(sets),
-                         agreement=agree / (len(sets) * K * B))
-
-
-def improvement(letcc: SchemeMetrics, bacc: SchemeMetrics) -> dict:
-    """LeTCC vs BACC: MSE reduction in % of BACC's MSE (positive = LeTCC better) and RelAcc
-    difference in percentage points (positive = LeTCC better)."""
-    out = {"mse_reduction_pct": None, "rel_acc_gain_pts": None}
-    if bacc.mse > 0:
-        out["mse_reduction_pct"] = 100.0 * (1.0 - letcc.mse / bacc.mse)
-    if letcc.rel_acc is not None and bacc.rel_acc is not None:
-        out["rel_acc_gain_pts"] = 100.0 * (letcc.rel_acc - bacc.rel_acc)
-    return out
+# The experiments' straggler sets: FixedCount(S), seeded by (seed, N, S).
+straggler_sets = fixed_count_sets
 
 
 # ---------------------------------------------------------------- LeTCC's lam
@@ -224,7 +98,8 @@ def letcc_code_for(lam, K: int, N: int, S: int, *, f: Optional[Callable] = None,
             raise ValueError("lam='tuned' needs the model f and calibration images")
         from letcc.tune import tune
 
-        calib = _numpy(calib).astype(np.float32, copy=False)
+        calib = np.asarray(calib.detach().cpu().numpy() if hasattr(calib, "detach") else calib,
+                           dtype=np.float32)
         res = tune(f, calib, K, N, stragglers=int(S), lam_enc_grid=TUNE_LAM_ENC_GRID,
                    lam_dec_grid=TUNE_LAM_DEC_GRID, n_draws=n_draws, seed=int(seed) * 7919 + 104729 + int(S))
         code = LeTCC(K, N, lam_enc=res.lam_enc, lam_dec=res.lam_dec)
@@ -239,7 +114,9 @@ def letcc_code_for(lam, K: int, N: int, S: int, *, f: Optional[Callable] = None,
 
 @dataclass
 class Comparison:
-    """Results at one (K, N, S): metrics per scheme and LeTCC's improvement over BACC."""
+    """Results at one (K, N, S): metrics per scheme, every scheme's paired
+    differences from the reference scheme (``vs_reference``), and
+    ``improvement``: the primary scheme's (LeTCC's) difference from it."""
     K: int
     N: int
     S: int
@@ -247,24 +124,35 @@ class Comparison:
     letcc_lam: dict
     improvement: dict = field(default_factory=dict)
     seconds: float = 0.0
+    vs_reference: Dict[str, dict] = field(default_factory=dict)
+    reference: Optional[str] = None
 
     def to_dict(self) -> dict:
         return {"K": self.K, "N": self.N, "S": self.S,
                 "schemes": {k: v.to_dict() for k, v in self.schemes.items()},
                 "letcc_lam": self.letcc_lam, "improvement": self.improvement,
+                "reference": self.reference, "vs_reference": self.vs_reference,
                 "seconds": round(self.seconds, 3)}
 
 
 def compare(f: Callable, X, labels, K: int, N: int, S_values: Sequence[int], *, lam="tuned",
             calib=None, n_draws: int = 20, seed: int = 0, progress: bool = True,
-            desc: str = "evaluating", chunk: int = 256, worst_case: bool = False) -> List[Comparison]:
-    """LeTCC vs BACC on model ``f`` (numpy (n, C, H, W) float32 -> (n, classes) softmax).
+            desc: str = "evaluating", chunk: int = 256, worst_case: bool = False,
+            schemes: Optional[Mapping[str, object]] = None, reference: str = "bacc",
+            primary: str = "letcc") -> List[Comparison]:
+    """LeTCC vs BACC (and any other schemes) on model ``f`` (numpy (n, C, H, W) float32 -> (n, classes) softmax).
 
     ``X`` (n, ...) evaluation images (n // K rounds), ``labels`` (n,) or None (MSE only).
-    For every S in ``S_values`` both schemes decode every round from the same ``n_draws``
+    For every S in ``S_values`` every scheme decodes every round from the same ``n_draws``
     straggler sets. See the module docstring for ``lam``.
+
+    ``schemes``: the schemes besides LeTCC (named ``primary``, made from ``lam``), as
+    {name: letcc code (a letcc.codes.Code)} or {name: callable(S) -> code} for a code
+    that depends on S; default
+    {"bacc": BACC(K, N)}. ``reference``: the name every scheme is compared with
+    (paired), ``primary``: whose comparison is ``Comparison.improvement``.
     """
-    K, N = _positive_int(K, "K"), _positive_int(N, "N")
+    K, N = as_int(K, "K", 1), as_int(N, "N", 1)
     if N < 2:
         raise ValueError(f"N must be at least 2 workers, got {N}")
     S_values = [int(s) for s in S_values]
@@ -272,32 +160,50 @@ def compare(f: Callable, X, labels, K: int, N: int, S_values: Sequence[int], *, 
         if not 0 <= s < N:
             raise ValueError(f"straggler count S = {s} must be in [0, N - 1] = [0, {N - 1}]")
     lam = parse_lam(lam)
-    groups = group_inputs(X, K)
+    others = {"bacc": BACC(K, N)} if schemes is None else dict(schemes)
+    if primary in others:
+        raise ValueError(f"scheme name {primary!r} is LeTCC's (made from lam); name the others differently")
+    if reference != primary and reference not in others:
+        raise ValueError(f"reference {reference!r} is not one of the schemes {[primary, *others]}")
+    # float32 images, as the runtime encodes them
+    groups = group_inputs(np.asarray(X.detach().cpu().numpy() if hasattr(X, "detach") else X, dtype=np.float32), K)
     B = groups.shape[1]
-    lab = None
-    if labels is not None:
-        lab = _numpy(labels).astype(np.int64)[: B * K].reshape(B, K).T       # (K, B) like groups
+    lab = None if labels is None else group_labels(labels, K, B)
     from tqdm.auto import tqdm
 
     bar = tqdm(total=2 + len(S_values), desc=desc, unit="step", disable=not progress, leave=False)
     try:
         exact = exact_outputs(f, groups, chunk)
-        bacc = BACC(K, N)
-        bacc_out = coded_outputs(bacc, f, groups, chunk)
+        outputs: Dict[int, np.ndarray] = {}   # id(encoder-defining object) -> worker outputs
+
+        def outputs_of(code, key):
+            if key not in outputs:
+                outputs[key] = coded_outputs(code, f, groups, chunk)
+            return outputs[key]
+
+        fixed = {name: c for name, c in others.items() if isinstance(c, Code)}
+        for name, c in fixed.items():
+            outputs_of(c, ("fixed", name))
         bar.update(2)
-        letcc_out_by_enc: Dict[float, np.ndarray] = {}
         results = []
         for S in S_values:
             t0 = time.perf_counter()
             sets = straggler_sets(N, S, n_draws, seed, worst_case=worst_case)
             code, lam_info = letcc_code_for(lam, K, N, S, f=f, calib=calib, n_draws=n_draws, seed=seed)
-            if code.lam_enc not in letcc_out_by_enc:
-                letcc_out_by_enc[code.lam_enc] = coded_outputs(code, f, groups, chunk)
-            m_letcc = decode_metrics("letcc", code, letcc_out_by_enc[code.lam_enc], exact, lab, sets)
-            m_letcc.lam_enc, m_letcc.lam_dec = lam_info["lam_enc"], lam_info["lam_dec"]
-            m_bacc = decode_metrics("bacc", bacc, bacc_out, exact, lab, sets)
-            results.append(Comparison(K, N, S, {"letcc": m_letcc, "bacc": m_bacc}, lam_info,
-                                      improvement(m_letcc, m_bacc), time.perf_counter() - t0))
+            run = {primary: (code, outputs_of(code, ("letcc", code.lam_enc)))}
+            for name, c in others.items():
+                if name in fixed:
+                    run[name] = (c, outputs[("fixed", name)])
+                else:
+                    c = c(S)
+                    run[name] = (c, coded_outputs(c, f, groups, chunk))
+            errs = {name: decode_errors(c, out, exact, sets, lab) for name, (c, out) in run.items()}
+            metrics = {name: summarize(name, e, exact, lab) for name, e in errs.items()}
+            metrics[primary].lam_enc, metrics[primary].lam_dec = lam_info["lam_enc"], lam_info["lam_dec"]
+            vs = {name: paired_difference(e, errs[reference], exact, lab)
+                  for name, e in errs.items() if name != reference}
+            results.append(Comparison(K, N, S, metrics, lam_info, vs.get(primary, {}),
+                                      time.perf_counter() - t0, vs, reference))
             bar.update(1)
             bar.set_postfix(S=S)
     finally:

@@ -2,8 +2,9 @@
 with a smoothing parameter per evaluation point.
 
 One SplineSmoother fits one spline (one lam) and evaluates it everywhere. A
-decoder that smooths more where its nodes are sparse (letcc.codes' local lam
-policy) needs row k to come from its own fit with lam[k]. This builds those
+decoder that smooths more in some places than in others (one lam per output
+point, however its caller chose them) needs row k to come from its own fit
+with lam[k]. This builds those
 rows in O(n) each from the Reinsch factors (csrc/smoother_rows.hpp: one banded
 solve per row), without a plan and an n x n apply per row, so a decoder for a
 new answering set costs microseconds.
@@ -17,7 +18,7 @@ import numpy as np
 from letcc import _core
 from letcc.splines._validation import as_knots, as_lam, as_nu, as_points, as_weights
 
-__all__ = ["smoother_rows", "smoother_rows_checked", "local_gap_rows_checked"]
+__all__ = ["smoother_rows", "smoother_rows_checked"]
 
 
 def _as_lams(lam, q: int) -> np.ndarray:
@@ -65,13 +66,3 @@ def smoother_rows_checked(x: np.ndarray, at: np.ndarray, lams: np.ndarray) -> np
     (a decoder building its operator for a new answering set on every round:
     the checks cost several times the O(n) rows)."""
     return _core.smoother_rows(x, np.ones(x.shape[0]), lams, at, 0)
-
-
-def local_gap_rows_checked(x: np.ndarray, at: np.ndarray, c: float, end_factor: float):
-    """(lams, rows) of the local-gap decoder, in one compiled call: lams[k] =
-    c * phi_k**3 with phi_k = letcc.codes.lam_defaults.local_gaps(x, at,
-    end_factor)[k] (the same arithmetic), rows = smoother_rows_checked(x, at,
-    lams). For a caller whose x is a strictly increasing C-contiguous float64
-    array of at least 3 nodes and `at` a finite float64 array (a decoder
-    built for a new answering set on the master's critical path)."""
-    return _core.local_gap_rows(x, at, float(c), float(end_factor))
