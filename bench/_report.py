@@ -133,8 +133,8 @@ def environment() -> list[tuple[str, str]]:
     if "letcc" in sys.modules:
         import letcc
 
-        info.append(("letcc", f"{letcc.__version__}, kernels {letcc.kernel_isa()}, "
-                              f"{letcc.get_num_threads()} threads"))
+        info.append(("letcc", f"{letcc.__version__}, kernels {letcc.kernel_isa()}, plan kernel "
+                              f"{letcc.plan_kernel()}, {letcc.get_num_threads()} threads"))
     return info
 
 
@@ -172,6 +172,20 @@ def _git_state() -> str:
     if not head:
         return "unknown (not a git checkout)"
     return f"commit {head}" + (f", modified: {', '.join(dirty)}" if dirty else ", clean")
+
+
+def machine_kind() -> str:
+    """A file-name tag for this kind of machine: the widest hand-written plan
+    kernel letcc runs here and the CPU model, e.g. ``avx512-amd-epyc``, so that
+    results from different machines go to different files."""
+    import re
+
+    import letcc
+
+    model = re.sub(r"\((r|tm)\)", "", _cpu_model().lower())
+    model = re.sub(r"\b(processor|cpu|with .*|@.*|\d+-core)\b", " ", model)
+    tag = re.sub(r"[^a-z0-9]+", "-", model).strip("-")[:40].strip("-") or "unknown-cpu"
+    return f"{letcc.plan_kernel()}-{tag}"
 
 
 def _cpu_model() -> str:

@@ -4,9 +4,10 @@
 //
 // One plan (n Chebyshev knots of the second kind, K = n query points of the
 // first kind, lam = 1e-3, as in bench/spline.py) applied to float32 input with
-// letcc's AVX2 kernel. Every measurement runs once per round (after an untimed
-// call of its own), the rounds interleave all of them, and the best round is
-// kept (steady_clock):
+// letcc's hand-written kernels, AVX2 and (where the CPU has its features)
+// AVX-512, side by side: every measurement of every kernel runs once per round
+// (after an untimed call of its own), the rounds interleave all of them, and
+// the best round is kept (steady_clock):
 //
 //   cache_*        the kernel's passes on two tiles that stay in cache, one
 //                  thread, in plan_tile's order and on the buffer placed as
@@ -26,7 +27,8 @@
 //   clock_ghz      a chain of dependent integer adds (one per cycle on any
 //                  x86-64 core): the clock this core ran at.
 //
-// Usage: kernel_passes N M ROUNDS
+// Usage: kernel_passes N M ROUNDS [KERNELS]   (KERNELS: comma-separated, default
+// avx2,avx512; a kernel this CPU cannot run is left out and reported false)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -36,12 +38,14 @@
 #include <functional>
 #include <new>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <sys/mman.h>
 
 #include "dispatch.hpp"
 #include "kernels_avx2.hpp"
+#include "kernels_avx512.hpp"
 #include "plan.hpp"
 #include "thread_pool.hpp"
 
@@ -210,14 +214,113 @@ LETCC_BENCH_AVX2 void sweep_tiles_eval_part(const PlanTables& p, const float* y,
 }
 #endif
 
+#if defined(LETCC_HAVE_AVX512_KERNEL)
+// The same loops for the AVX-512 kernel (8 lanes, rows padded to 8 doubles).
+#define LETCC_BENCH_AVX512 __attribute__((target(LETCC_AVX512_TARGET)))
+namespace k512 = kernels_avx512;
+LETCC_BENCH_AVX512 void sweep_forward_512(const PlanTables& p, const float* y, std::size_t mc, std::size_t tw,
+                                          double* scratch, int times) {
+    for (int k = 0; k < times; ++k)
+        for (std::size_t c0 = 0; c0 < mc; c0 += tw)
+            k512::forward<float>(p, y, mc, c0, tw, k512::padded_width8(tw), placed_buffer(scratch, y + c0));
+}
+
+LETCC_BENCH_AVX512 void sweep_forward_back_512(const PlanTables& p, const float* y, std::size_t mc, std::size_t tw,
+                                               double* scratch, int times) {
+    const std::size_t bs = k512::padded_width8(tw);
+    for (int k = 0; k < times; ++k)
+        for (std::size_t c0 = 0; c0 < mc; c0 += tw) {
+            double* buf = placed_buffer(scratch, y + c0);
+            k512::forward<float>(p, y, mc, c0, tw, bs, buf);
+            std::int64_t i = p.n - 2;
+            for (; i >= 2; i -= 2) k512::back_two(p, i, bs, buf);
+            for (; i >= 1; --i) k512::back_one(p, i, bs, buf);
+        }
+}
+
+LETCC_BENCH_AVX512 void sweep_tiles_512(const PlanTables& p, const float* y, float* out, std::size_t mc,
+                                        std::size_t tw, double* scratch, int times) {
+    for (int k = 0; k < times; ++k)
+        for (std::size_t c0 = 0; c0 < mc; c0 += tw)
+            k512::plan_tile<float>(p, y, mc, out, mc, c0, tw, placed_buffer(scratch, y + c0), false, 0);
+}
+
+template <EvalPart Part>
+LETCC_BENCH_AVX512 void eval_part_512(const PlanTables& p, std::int64_t qi, const float* y, std::size_t ldy,
+                                      float* out, std::size_t ldo, std::size_t c0, std::size_t tw, std::size_t bs,
+                                      const double* buf) {
+    const std::int64_t k = p.k[qi];
+    const float* ya = y + static_cast<std::size_t>(k) * ldy + c0;
+    const float* yb = y + static_cast<std::size_t>(p.k1[qi]) * ldy + c0;
+    const double* g0 = buf + static_cast<std::size_t>(k) * bs;
+    const double *g1 = g0 + bs, *g2 = g0 + 2 * bs, *g3 = g0 + 3 * bs;
+    const double* cg = &p.cgam[4 * qi];
+    const __m512d CA = _mm512_set1_pd(p.cy[2 * qi]), CB = _mm512_set1_pd(p.cy[2 * qi + 1]);
+    const __m512d E0 = _mm512_set1_pd(cg[0]), E1 = _mm512_set1_pd(cg[1]);
+    const __m512d E2 = _mm512_set1_pd(cg[2]), E3 = _mm512_set1_pd(cg[3]);
+    float* o = out + static_cast<std::size_t>(qi) * ldo + c0;
+    __m512d a = _mm512_set1_pd(1.0), b = a, h0 = a, h1 = a, h2 = a, h3 = a;
+    for (std::size_t j = 0; j + 8 <= tw; j += 8) {
+        if constexpr (Part == EvalPart::kLoadsStore) {
+            a = k512::load8(ya + j), b = k512::load8(yb + j);
+            h0 = _mm512_load_pd(g0 + j), h1 = _mm512_load_pd(g1 + j);
+            h2 = _mm512_load_pd(g2 + j), h3 = _mm512_load_pd(g3 + j);
+            asm volatile("" ::"v"(a), "v"(b), "v"(h0), "v"(h1), "v"(h2), "v"(h3));
+            k512::store8(o + j, a);
+        } else {
+            asm volatile("" : "+v"(a), "+v"(b), "+v"(h0), "+v"(h1), "+v"(h2), "+v"(h3));
+            __m512d r = _mm512_mul_pd(CA, a);
+            r = _mm512_fmadd_pd(CB, b, r);
+            r = _mm512_fmadd_pd(E0, h0, r);
+            r = _mm512_fmadd_pd(E1, h1, r);
+            r = _mm512_fmadd_pd(E2, h2, r);
+            r = _mm512_fmadd_pd(E3, h3, r);
+            if constexpr (Part == EvalPart::kArithmeticStore)
+                k512::store8(o + j, r);
+            else
+                asm volatile("" ::"v"(r));
+        }
+    }
+}
+
+template <EvalPart Part>
+LETCC_BENCH_AVX512 void sweep_tiles_eval_part_512(const PlanTables& p, const float* y, float* out, std::size_t mc,
+                                                  std::size_t tw, double* scratch, int times) {
+    const std::size_t bs = k512::padded_width8(tw);
+    const std::int64_t n = p.n;
+    for (int k = 0; k < times; ++k)
+        for (std::size_t c0 = 0; c0 < mc; c0 += tw) {
+            double* buf = placed_buffer(scratch, y + c0);
+            auto interval = [&](std::int64_t kk) {
+                for (std::int64_t t = p.by_k[kk]; t < p.by_k[kk + 1]; ++t)
+                    eval_part_512<Part>(p, p.order[t], y, mc, out, mc, c0, tw, bs, buf);
+            };
+            k512::forward<float>(p, y, mc, c0, tw, bs, buf);
+            std::int64_t i = n - 2;
+            for (; i >= 2; i -= 2) {
+                k512::back_two(p, i, bs, buf);
+                interval(i + 1);
+                interval(i);
+            }
+            for (; i >= 1; --i) {
+                k512::back_one(p, i, bs, buf);
+                interval(i + 1);
+            }
+            for (std::int64_t kk = std::min<std::int64_t>(1, n - 1); kk >= 0; --kk) interval(kk);
+        }
+}
+#endif
+
 int main(int argc, char** argv) {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: kernel_passes N M ROUNDS\n");
+    if (argc != 4 && argc != 5) {
+        std::fprintf(stderr, "usage: kernel_passes N M ROUNDS [KERNELS]\n");
         return 2;
     }
     const std::int64_t n = std::atol(argv[1]);
     const std::size_t m = static_cast<std::size_t>(std::atol(argv[2]));
     const int rounds = std::atoi(argv[3]);
+    const std::string wanted = argc == 5 ? argv[4] : "avx2,avx512";
+    auto wants = [&](const char* k) { return ("," + wanted + ",").find(std::string(",") + k + ",") != std::string::npos; };
     if (n < 4 || m < 8 || rounds < 1) {
         std::fprintf(stderr, "need N >= 4, M >= 8, ROUNDS >= 1 (got %ld, %zu, %d)\n", static_cast<long>(n), m, rounds);
         return 2;
@@ -287,44 +390,107 @@ int main(int argc, char** argv) {
     // kind (a core left idle, other caches) runs slower and is not what a loop
     // calling the plan sees.
     struct Measure {
+        std::string kernel;
         const char* name;
         std::function<void()> run;
         double divisor, best;
     };
-    std::vector<Measure> measures = {
-        {"cache_forward_s", [&] { sweep_forward(p, yc.data, mc, tw, cache_scratch.data(), inner); }, double(inner), 1e300},
-        {"cache_forward_back_s", [&] { sweep_forward_back(p, yc.data, mc, tw, cache_scratch.data(), inner); },
+    std::vector<Measure> measures;
+    std::vector<std::string> kernels;
+    if (wants("avx2")) {
+        kernels.push_back("avx2");
+        measures.insert(measures.end(), {
+        {"avx2", "cache_forward_s", [&] { sweep_forward(p, yc.data, mc, tw, cache_scratch.data(), inner); }, double(inner), 1e300},
+        {"avx2", "cache_forward_back_s", [&] { sweep_forward_back(p, yc.data, mc, tw, cache_scratch.data(), inner); },
          double(inner), 1e300},
-        {"cache_tile_s", [&] { sweep_tiles(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); }, double(inner),
+        {"avx2", "cache_tile_s", [&] { sweep_tiles(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); }, double(inner),
          1e300},
-        {"cache_eval_arith_s",
+        {"avx2", "cache_eval_arith_s",
          [&] { sweep_tiles_eval_part<EvalPart::kArithmetic>(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); },
          double(inner), 1e300},
-        {"cache_eval_arith_store_s",
+        {"avx2", "cache_eval_arith_store_s",
          [&] {
              sweep_tiles_eval_part<EvalPart::kArithmeticStore>(p, yc.data, oc.data, mc, tw, cache_scratch.data(),
                                                                inner);
          },
          double(inner), 1e300},
-        {"cache_eval_loads_store_s",
+        {"avx2", "cache_eval_loads_store_s",
          [&] { sweep_tiles_eval_part<EvalPart::kLoadsStore>(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); },
+         double(inner), 1e300}});
+    }
+    bool has512 = false;
+#if defined(LETCC_HAVE_AVX512_KERNEL)
+    try {
+        set_plan_kernel("avx512");
+        has512 = true;
+    } catch (const std::exception&) {
+    }
+    if (has512 && wants("avx512")) {
+        kernels.push_back("avx512");
+        measures.insert(measures.end(), {
+        {"avx512", "cache_forward_s", [&] { sweep_forward_512(p, yc.data, mc, tw, cache_scratch.data(), inner); },
          double(inner), 1e300},
-        {"full_1t_s", [&] { full(1, Src::kMemory); }, 1.0, 1e300},
-        {"full_2t_s", [&] { full(2, Src::kMemory); }, 1.0, 1e300},
-        {"in_cached_1t_s", [&] { full(1, Src::kInputCached); }, 1.0, 1e300},
-        {"out_cached_1t_s", [&] { full(1, Src::kOutputCached); }, 1.0, 1e300},
-    };
+        {"avx512", "cache_forward_back_s",
+         [&] { sweep_forward_back_512(p, yc.data, mc, tw, cache_scratch.data(), inner); }, double(inner), 1e300},
+        {"avx512", "cache_tile_s", [&] { sweep_tiles_512(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); },
+         double(inner), 1e300},
+        {"avx512", "cache_eval_arith_s",
+         [&] {
+             sweep_tiles_eval_part_512<EvalPart::kArithmetic>(p, yc.data, oc.data, mc, tw, cache_scratch.data(),
+                                                              inner);
+         },
+         double(inner), 1e300},
+        {"avx512", "cache_eval_arith_store_s",
+         [&] {
+             sweep_tiles_eval_part_512<EvalPart::kArithmeticStore>(p, yc.data, oc.data, mc, tw,
+                                                                   cache_scratch.data(), inner);
+         },
+         double(inner), 1e300},
+        {"avx512", "cache_eval_loads_store_s",
+         [&] {
+             sweep_tiles_eval_part_512<EvalPart::kLoadsStore>(p, yc.data, oc.data, mc, tw, cache_scratch.data(),
+                                                              inner);
+         },
+         double(inner), 1e300}});
+    }
+#endif
+    // The full-size walks run through the dispatcher, with the kernel chosen
+    // before each call (set_plan_kernel).
+    for (const std::string& k : kernels) {
+        auto with = [k](std::function<void()> f) {
+            return [k, f] {
+                set_plan_kernel(k);
+                f();
+            };
+        };
+        measures.insert(measures.end(), {
+            {k, "full_1t_s", with([&] { full(1, Src::kMemory); }), 1.0, 1e300},
+            {k, "full_2t_s", with([&] { full(2, Src::kMemory); }), 1.0, 1e300},
+            {k, "in_cached_1t_s", with([&] { full(1, Src::kInputCached); }), 1.0, 1e300},
+            {k, "out_cached_1t_s", with([&] { full(1, Src::kOutputCached); }), 1.0, 1e300}});
+    }
     for (int r = 0; r < rounds; ++r)
         for (auto& mm : measures) {
             mm.run();
             mm.best = std::min(mm.best, seconds(mm.run) / mm.divisor);
         }
+    set_plan_kernel("auto");
     const double ghz = clock_ghz(std::min(rounds, 5));
 
-    std::printf("{\"avx2\": true, \"n\": %ld, \"m\": %zu, \"tile_width\": %zu, \"clock_ghz\": %.4f, \"cache_columns\": %zu",
-                static_cast<long>(n), m, tw, ghz, mc);
-    for (const auto& mm : measures) std::printf(", \"%s\": %.6e", mm.name, mm.best);
-    std::printf("}\n");
+    std::printf("{\"avx2\": true, \"avx512\": %s, \"n\": %ld, \"m\": %zu, \"tile_width\": %zu, "
+                "\"clock_ghz\": %.4f, \"cache_columns\": %zu, \"kernels\": {",
+                has512 ? "true" : "false", static_cast<long>(n), m, tw, ghz, mc);
+    for (std::size_t ki = 0; ki < kernels.size(); ++ki) {
+        std::printf("%s\"%s\": {", ki ? ", " : "", kernels[ki].c_str());
+        bool first = true;
+        for (const auto& mm : measures) {
+            if (mm.kernel != kernels[ki]) continue;
+            std::printf("%s\"%s\": %.6e", first ? "" : ", ", mm.name, mm.best);
+            first = false;
+        }
+        std::printf("}");
+    }
+    std::printf("}}\n");
     return 0;
 #endif
 }

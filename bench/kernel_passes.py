@@ -2,23 +2,29 @@
 and what limits it"), for float32 input at n = K (default 64) and m = 150528.
 
 Compiles ``bench/kernel_passes.cpp`` with the repository's ``csrc/`` (the
-AVX2 kernel and the dispatcher, exactly as the extension builds them, without
+AVX2 and AVX-512 kernels and the dispatcher, exactly as the extension builds them, without
 Python around them) and runs it: the three passes on tiles that stay in
 cache, the whole plan on m columns on one and two threads, and the same walk
 with the input or the output kept in cache (see the .cpp for each
 measurement), and the evaluation pass taken apart in the same walk. Beside
 it, in the same run: letcc's ``plan(y, out=buf)`` from
-Python and numpy's ``np.copyto`` of the same bytes (the issue's floor).
+Python and numpy's ``np.copyto`` of the same bytes (the issue's floor). Both
+hand-written kernels this CPU runs are measured side by side, interleaved.
 
 Times are per *knot-vector*: one knot row of one 4-column vector, the unit the
-kernel's float64 arithmetic works in (float32 rows are widened 4 at a time).
-The arithmetic floor is 14 floating-point operations per knot-vector at K = n
-(forward 5, back 3, evaluation 6), two per cycle on this core's two FMA
-pipes. Run with
+AVX2 kernel's float64 arithmetic works in (float32 rows are widened 4 at a
+time; the AVX-512 kernel works on two such vectors at once). The arithmetic
+floor is 14 floating-point operations per knot-vector at K = n (forward 5,
+back 3, evaluation 6), two per cycle on two 256-bit FMA pipes (AMD Zen 4 runs
+a 512-bit FMA as two 256-bit halves on them, so the floor is the same for
+both kernels there; on a core with two 512-bit FMA pipes the AVX-512 kernel's
+floor is half of it). Run with
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/kernel_passes.py
 
-It prints the tables and writes bench/results/kernel_passes.md. Needs a C++17
+It prints the tables and writes bench/results/kernel_passes-<machine kind>.md
+(the CPU model and the widest kernel it runs, e.g. kernel_passes-avx512-amd-epyc.md;
+bench/results/kernel_passes.md is the AVX2-only AMD EPYC of earlier sessions). Needs a C++17
 compiler (``$CXX`` or ``c++``) and an x86-64 CPU with AVX2 and FMA. Not a test.
 """
 from __future__ import annotations
@@ -35,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import best_call, markdown_table, write_report  # noqa: E402
+from _report import best_call, machine_kind, markdown_table, write_report  # noqa: E402
 
 import letcc  # noqa: E402
 
@@ -57,38 +63,50 @@ def build(csrc: Path, out_dir: Path) -> Path:
     return exe
 
 
-def run_harness(exe: Path, n: int, m: int, rounds: int) -> dict:
-    done = subprocess.run([str(exe), str(n), str(m), str(rounds)], capture_output=True, text=True)
+def run_harness(exe: Path, n: int, m: int, rounds: int, kernels: str) -> dict:
+    done = subprocess.run([str(exe), str(n), str(m), str(rounds), kernels], capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"kernel_passes: the harness failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout)
 
 
-def python_side(n: int, m: int, rounds: int) -> dict:
-    """letcc's out= call and numpy's copy of the same bytes, from Python, same plan as the harness:
-    per round five calls of each back to back, each call timed alone; the best call is kept."""
+def python_side(n: int, m: int, rounds: int, kernels: list[str]) -> dict:
+    """letcc's out= call with each kernel and numpy's copy of the same bytes, from Python, same plan as
+    the harness: per round five calls of each back to back, each call timed alone; the best call is kept."""
     x = np.sort(np.cos(np.arange(n) * np.pi / (n - 1)))
     at = np.sort(np.cos((2 * np.arange(1, n + 1) - 1) * np.pi / (2 * n)))
     plan = letcc.SplineSmoother(x, at, lam=1e-3)
     y = np.random.default_rng(1).standard_normal((n, m)).astype(np.float32)
     out = np.empty_like(y)
     dst = np.empty_like(y)
-    calls = {"plan_out": lambda: plan(y, out=out), "copyto": lambda: np.copyto(dst, y)}
+
+    def with_kernel(k):
+        def call():
+            plan(y, out=out)
+        return lambda: (letcc.set_plan_kernel(k), best_call(call, 5))[1]
+
+    calls = {f"plan_out_{k}": with_kernel(k) for k in kernels}
+    calls["copyto"] = lambda: best_call(lambda: np.copyto(dst, y), 5)
     best = dict.fromkeys(calls, float("inf"))
-    for _ in range(rounds):
-        for name, fn in calls.items():
-            best[name] = min(best[name], best_call(fn, 5))
+    try:
+        for _ in range(rounds):
+            for name, fn in calls.items():
+                best[name] = min(best[name], fn())
+    finally:
+        letcc.set_plan_kernel("auto")
     return best
 
 
-def report(h: dict, py: dict) -> list[str]:
+def kernel_sections(kernel: str, h: dict, k: dict, py: dict) -> tuple[list[str], list[list[object]], list[str]]:
+    """One kernel's tables (passes in cache, the evaluation taken apart), its full-size rows and its
+    summary lines."""
     n, m, ghz = h["n"], h["m"], h["clock_ghz"]
     kv_cache = n * h["cache_columns"] / 4
     kv_full = n * m / 4
-    fwd = h["cache_forward_s"] / kv_cache * 1e9
-    back = (h["cache_forward_back_s"] - h["cache_forward_s"]) / kv_cache * 1e9
-    ev = (h["cache_tile_s"] - h["cache_forward_back_s"]) / kv_cache * 1e9
-    tile = h["cache_tile_s"] / kv_cache * 1e9
+    fwd = k["cache_forward_s"] / kv_cache * 1e9
+    back = (k["cache_forward_back_s"] - k["cache_forward_s"]) / kv_cache * 1e9
+    ev = (k["cache_tile_s"] - k["cache_forward_back_s"]) / kv_cache * 1e9
+    tile = k["cache_tile_s"] / kv_cache * 1e9
     rows = []
     for name, ns in (("forward", fwd), ("back", back), ("evaluation", ev)):
         ops = FLOPS_PER_KNOT_VECTOR[name]
@@ -96,60 +114,79 @@ def report(h: dict, py: dict) -> list[str]:
     ops = sum(FLOPS_PER_KNOT_VECTOR.values())
     rows.append(["whole tile", f"{tile:.2f}", f"{tile * ghz:.1f}", ops, f"{ops / 2:.1f}",
                  f"{tile * ghz / (ops / 2):.2f}"])
-    passes = markdown_table(["pass (in cache, 1 thread)", "ns / knot-vector", "cycles", "FP ops", "FMA-bound cycles",
-                             "cycles / bound"], rows)
+    passes = f"### {kernel} kernel\n\n" + markdown_table(
+        [f"pass ({kernel}, in cache, 1 thread)", "ns / knot-vector", "cycles", "FP ops", "FMA-bound cycles",
+         "cycles / bound"], rows)
 
-    fb = h["cache_forward_back_s"]
-    parts = [("the kernel's evaluation (all of it)", h["cache_tile_s"]),
-             ("its arithmetic only (operands in registers)", h["cache_eval_arith_s"]),
-             ("its arithmetic, converted to float32 and stored", h["cache_eval_arith_store_s"]),
-             ("its loads (input widened to float64) and store, no arithmetic", h["cache_eval_loads_store_s"])]
+    fb = k["cache_forward_back_s"]
+    parts = [("the kernel's evaluation (all of it)", k["cache_tile_s"]),
+             ("its arithmetic only (operands in registers)", k["cache_eval_arith_s"]),
+             ("its arithmetic, converted to float32 and stored", k["cache_eval_arith_store_s"]),
+             ("its loads (input widened to float64) and store, no arithmetic", k["cache_eval_loads_store_s"])]
     ev_bound = FLOPS_PER_KNOT_VECTOR["evaluation"] / 2
     part_ns = {label: (seconds - fb) / kv_cache * 1e9 for label, seconds in parts}
     eval_parts = markdown_table(
-        ["evaluation pass (in cache, 1 thread)", "ns / query-vector", "cycles", "cycles / FMA bound"],
+        [f"evaluation pass ({kernel}, in cache, 1 thread)", "ns / query-vector", "cycles", "cycles / FMA bound"],
         [[label, f"{ns:.2f}", f"{ns * ghz:.1f}", f"{ns * ghz / ev_bound:.2f}"] for label, ns in part_ns.items()])
     ns_all, ns_arith, ns_store, ns_loads = part_ns.values()
 
     def line(label, seconds, threads):
         ns = seconds * threads / kv_full * 1e9
-        return [label, f"{seconds * 1e3:.2f}", threads, f"{ns:.2f}", f"{ns / tile:.2f}",
+        return [kernel, label, f"{seconds * 1e3:.2f}", threads, f"{ns:.2f}", f"{ns / tile:.2f}",
                 f"{seconds / py['copyto']:.2f}"]
 
-    full = markdown_table(
-        ["full size (m = %d)" % m, "ms", "threads", "ns / knot-vector / thread", "vs in cache", "vs copyto floor"],
-        [line("input from memory, output streamed (the real case)", h["full_1t_s"], 1),
-         line("input kept in cache, output streamed", h["in_cached_1t_s"], 1),
-         line("input from memory, output kept in cache", h["out_cached_1t_s"], 1),
-         line("the real case", h["full_2t_s"], 2),
-         line("letcc plan(y, out=buf) from Python", py["plan_out"], 2),
-         ["numpy np.copyto of the same bytes (the floor)", f"{py['copyto'] * 1e3:.2f}", 1, "-", "-", "1.00"]])
-    in_cost = h["full_1t_s"] - h["in_cached_1t_s"]
-    out_cost = h["full_1t_s"] - h["out_cached_1t_s"]
-    summary = "\n".join([
-        "## What limits it",
-        "",
-        f"- In cache the kernel runs at {tile:.2f} ns per knot-vector ({tile * ghz:.1f} cycles at "
-        f"{ghz:.2f} GHz) against {ops / 2:.0f} cycles for its {ops} FMAs on two pipes: "
+    full_rows = [line("input from memory, output streamed (the real case)", k["full_1t_s"], 1),
+                 line("input kept in cache, output streamed", k["in_cached_1t_s"], 1),
+                 line("input from memory, output kept in cache", k["out_cached_1t_s"], 1),
+                 line("the real case", k["full_2t_s"], 2),
+                 line("letcc plan(y, out=buf) from Python", py[f"plan_out_{kernel}"], 2)]
+    in_cost = k["full_1t_s"] - k["in_cached_1t_s"]
+    out_cost = k["full_1t_s"] - k["out_cached_1t_s"]
+    plan_out = py[f"plan_out_{kernel}"]
+    summary = [
+        f"- **{kernel}**: in cache the kernel runs at {tile:.2f} ns per knot-vector ({tile * ghz:.1f} cycles at "
+        f"{ghz:.2f} GHz) against {ops / 2:.0f} cycles for its {ops} FMAs on two 256-bit pipes: "
         f"{tile * ghz / (ops / 2):.2f}x the arithmetic floor.",
-        f"- At full size one thread spends {h['full_1t_s'] / kv_full * 1e9:.2f} ns per knot-vector: "
-        f"{h['full_1t_s'] / h['cache_tile_s'] * kv_cache / kv_full:.2f}x the in-cache rate. Reading the "
-        f"input from memory costs {in_cost * 1e3:.2f} ms of the {h['full_1t_s'] * 1e3:.2f} ms (the input "
+        f"- {kernel}: at full size one thread spends {k['full_1t_s'] / kv_full * 1e9:.2f} ns per knot-vector: "
+        f"{k['full_1t_s'] / k['cache_tile_s'] * kv_cache / kv_full:.2f}x the in-cache rate. Reading the "
+        f"input from memory costs {in_cost * 1e3:.2f} ms of the {k['full_1t_s'] * 1e3:.2f} ms (the input "
         f"kept in cache instead), writing the output {out_cost * 1e3:.2f} ms.",
-        f"- Two threads take {h['full_2t_s'] * 1e3:.2f} ms, {h['full_1t_s'] / h['full_2t_s']:.2f}x faster "
-        f"than one. From Python the call takes {py['plan_out'] * 1e3:.2f} ms, "
-        f"{py['plan_out'] / py['copyto']:.2f}x numpy's single-threaded copy of the same bytes "
+        f"- {kernel}: two threads take {k['full_2t_s'] * 1e3:.2f} ms, {k['full_1t_s'] / k['full_2t_s']:.2f}x "
+        f"faster than one. From Python the call takes {plan_out * 1e3:.2f} ms, "
+        f"{plan_out / py['copyto']:.2f}x numpy's single-threaded copy of the same bytes "
         f"({py['copyto'] * 1e3:.2f} ms).",
-        f"- The evaluation is the pass furthest from its floor: {ns_all * ghz:.1f} cycles per query-vector "
-        f"for {ev_bound:.0f} cycles of FMAs. Its arithmetic alone runs at {ns_arith * ghz / ev_bound:.2f}x "
-        f"that bound; converting the result to float32 and storing it adds {(ns_store - ns_arith) * ghz:.1f} "
-        f"cycles per vector; its loads and store alone take {ns_loads * ghz:.1f} cycles. Together they "
-        f"take more than either part alone: the two overlap only in part.",
-    ])
-    return [passes, eval_parts, full, summary]
+        f"- {kernel}: the evaluation is the pass furthest from its floor: {ns_all * ghz:.1f} cycles per "
+        f"query-vector for {ev_bound:.0f} cycles of FMAs. Its arithmetic alone runs at "
+        f"{ns_arith * ghz / ev_bound:.2f}x that bound; converting the result to float32 and storing it adds "
+        f"{(ns_store - ns_arith) * ghz:.1f} cycles per vector; its loads and store alone take "
+        f"{ns_loads * ghz:.1f} cycles. Together they take more than either part alone: the two overlap only "
+        f"in part.",
+    ]
+    return [passes, eval_parts], full_rows, summary
 
 
-NOTES = """The AVX2 plan kernel on float32 input, one plan: n Chebyshev knots, K = n query points, lam = 1e-3
+def report(h: dict, py: dict) -> list[str]:
+    sections, full_rows, summary = [], [], []
+    for kernel, k in h["kernels"].items():
+        s, f, lines = kernel_sections(kernel, h, k, py)
+        sections += s
+        full_rows += f
+        summary += lines
+    full_rows.append(["-", "numpy np.copyto of the same bytes (the floor)", f"{py['copyto'] * 1e3:.2f}", 1, "-",
+                      "-", "1.00"])
+    full = markdown_table(
+        ["kernel", "full size (m = %d)" % h["m"], "ms", "threads", "ns / knot-vector / thread", "vs in cache",
+         "vs copyto floor"], full_rows)
+    if len(h["kernels"]) == 2:
+        a, b = (py[f"plan_out_{k}"] for k in h["kernels"])
+        ta, tb = (k["cache_tile_s"] for k in h["kernels"].values())
+        fa, fb = (k["full_2t_s"] for k in h["kernels"].values())
+        summary.append(f"- Side by side (avx512 over avx2): in cache {tb / ta:.2f}x the time, full size on two "
+                       f"threads {fb / fa:.2f}x, from Python {b / a:.2f}x.")
+    return sections + [full, "\n".join(["## What limits it", "", *summary])]
+
+
+NOTES = """The hand-written plan kernels (AVX2 and, where the CPU has it, AVX-512) on float32 input, one plan: n Chebyshev knots, K = n query points, lam = 1e-3
 (bench/spline.py's case). The passes and the full-size walks come from the C++ harness
 `bench/kernel_passes.cpp` (compiled with csrc/, best of interleaved rounds); the Python rows from the
 installed letcc in the same run (rounds of five back-to-back calls of each, every call timed alone as
@@ -173,23 +210,30 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=30, help="interleaved rounds in the harness (best is kept)")
     ap.add_argument("--repeats", type=int, default=10, help="Python rounds of 5 + 5 timed calls (best is kept)")
     ap.add_argument("--csrc", type=Path, default=HERE.parent / "csrc", help="the C++ sources (csrc/)")
-    ap.add_argument("--name", default="kernel_passes", help="results file bench/results/<name>.md")
+    ap.add_argument("--name", default=None,
+                    help="results file bench/results/<name>.md (default kernel_passes-<machine kind>, e.g. "
+                         "kernel_passes-avx512-amd-epyc: results from different machines never overwrite each other)")
+    ap.add_argument("--kernels", default="avx2,avx512",
+                    help="comma-separated hand-written kernels to measure side by side (those this CPU runs)")
     args = ap.parse_args(argv)
     if not (args.csrc / "dispatch.cpp").exists():
         raise SystemExit(f"kernel_passes: {args.csrc} has no dispatch.cpp (pass --csrc)")
     with tempfile.TemporaryDirectory() as tmp:
         exe = build(args.csrc, Path(tmp))
-        h = run_harness(exe, args.n, args.m, args.rounds)
+        h = run_harness(exe, args.n, args.m, args.rounds, args.kernels)
     if not h.get("avx2"):
         raise SystemExit("kernel_passes: this CPU has no AVX2+FMA, so letcc runs its generic kernel; "
-                         "this benchmark measures the AVX2 one")
-    py = python_side(args.n, args.m, args.repeats)
+                         "this benchmark measures the hand-written ones")
+    py = python_side(args.n, args.m, args.repeats, list(h["kernels"]))
     sections = report(h, py)
     for s in sections:
         print(s, "\n")
     extra = [("harness", f"n = K = {h['n']}, m = {h['m']}, tile width {h['tile_width']}, "
-                         f"clock {h['clock_ghz']:.2f} GHz (dependent integer adds)")]
-    write_report(args.name, "Where the plan kernel's time goes (float32, AVX2)", sections, notes=NOTES,
+                         f"clock {h['clock_ghz']:.2f} GHz (dependent integer adds), kernels "
+                         f"{', '.join(h['kernels'])}")]
+    name = args.name or f"kernel_passes-{machine_kind()}"
+    kernels = " and ".join(k.upper().replace("AVX512", "AVX-512") for k in h["kernels"])
+    write_report(name, f"Where the plan kernel's time goes (float32, {kernels})", sections, notes=NOTES,
                  extra_info=extra)
 
 

@@ -19,7 +19,11 @@ Then the overhead of a small call (n = 16, m = 1). Run with
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /work/venv/bin/python bench/spline.py
 
-It prints the tables and writes bench/results/spline.md. Not a test.
+It prints the tables and writes bench/results/spline-<machine kind>.md (the
+widest plan kernel this CPU runs and its model, e.g. spline-avx512-amd-epyc.md;
+bench/results/spline.md is the AVX2-only AMD EPYC of earlier sessions). Where
+the AVX-512 kernel is the default, the AVX2 kernel runs beside it in the same
+run, and a last table measures the dense/banded crossover. Not a test.
 """
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import best_call, best_time, markdown_table, write_report  # noqa: E402
+from _report import best_call, best_time, machine_kind, markdown_table, write_report  # noqa: E402
 
 import csaps  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
@@ -83,10 +87,13 @@ def measure(n: int, m: int, dtype, rng, repeats: int, min_run: float) -> dict:
     # the same call with the compiler-vectorised kernel (banded plans on a CPU
     # where the AVX2 kernel is the default), side by side in this run
     r["plan_out_generic"] = float("nan")
-    if r["kernel"] == "banded" and letcc.plan_kernel() == "avx2":
-        letcc.set_plan_kernel("generic")
+    r["plan_out_avx2"] = float("nan")
+    if r["kernel"] == "banded" and letcc.plan_kernel() in ("avx2", "avx512"):
+        others = ["generic"] + (["avx2"] if letcc.plan_kernel() == "avx512" else [])
         try:
-            r["plan_out_generic"] = bt(lambda: plan(y, out=out))
+            for k in others:
+                letcc.set_plan_kernel(k)
+                r[f"plan_out_{k}"] = bt(lambda: plan(y, out=out))
         finally:
             letcc.set_plan_kernel("auto")
     r["copyto"] = bt(lambda: np.copyto(dst, y))
@@ -118,7 +125,7 @@ def measure(n: int, m: int, dtype, rng, repeats: int, min_run: float) -> dict:
     return r
 
 
-TIMINGS = ("plan", "plan_out", "plan_out_1t", "plan_out_generic", "copyto", "copy", "gemm_all", "gemm_1t", "csaps", "scipy")
+TIMINGS = ("plan", "plan_out", "plan_out_1t", "plan_out_generic", "plan_out_avx2", "copyto", "copy", "gemm_all", "gemm_1t", "csaps", "scipy")
 
 
 def table_row(r: dict) -> list:
@@ -126,6 +133,7 @@ def table_row(r: dict) -> list:
     return [
         n, m, r["dtype"], r["kernel"], fmt_t(r["plan"]), fmt_t(r["plan_out"]), fmt_t(r["plan_out_1t"]),
         "-" if np.isnan(r["plan_out_generic"]) else fmt_t(r["plan_out_generic"]),
+        "-" if np.isnan(r["plan_out_avx2"]) else fmt_t(r["plan_out_avx2"]),
         fmt_t(r["copyto"]), fmt_t(r["copy"]),
         fmt_t(r["gemm"]) + ("" if r["gemm"] == r["gemm_all"] else " (1t)"),
         fmt_t(r["csaps"]) + ("*" if r["csaps_scaled"] else ""),
@@ -178,27 +186,91 @@ def ratio_over_time(samples: int, pause: float) -> tuple[str, str]:
     `samples` samples `pause` seconds apart, each the best of three back-to-back
     calls of each (after one untimed call). On a shared machine the kernel's
     compute speed moves with other tenants' load more than the copy's memory
-    speed does, so the ratio moves too; the table shows by how much."""
+    speed does, so the ratio moves too; the table shows by how much. Where the
+    default kernel is the AVX-512 one, the AVX2 kernel is sampled beside it."""
     n, m = 64, 150528
     x, at = nodes(n)
     plan = letcc.SplineSmoother(x, at, lam=LAM)
     y = np.random.default_rng(7).standard_normal((n, m)).astype(np.float32)
     out, dst = np.empty_like(y), np.empty_like(y)
+    default = letcc.plan_kernel()
+    kernels = [default] + (["avx2"] if default == "avx512" else [])
 
-    rows, ratios = [], []
-    for k in range(samples):
-        if k:
-            time.sleep(pause)
-        tp = best_call(lambda: plan(y, out=out))
-        tc = best_call(lambda: np.copyto(dst, y))
-        ratios.append(tp / tc)
-        rows.append([k + 1, fmt_t(tp), fmt_t(tc), f"{tp / tc:.2f}"])
-    table = markdown_table(["sample", "letcc out=", "copyto floor", "out=/copyto"], rows)
-    r = np.array(ratios)
-    summary = (f"- same case, paired over time ({samples} samples {pause:g} s apart): out=/copyto median "
-               f"{np.median(r):.2f}x, best {r.min():.2f}x, worst {r.max():.2f}x; {int((r <= 1.25).sum())} of "
-               f"{samples} samples at or under 1.25x.")
-    return table, summary
+    rows, ratios = [], {k: [] for k in kernels}
+    try:
+        for s in range(samples):
+            if s:
+                time.sleep(pause)
+            tp = {}
+            for k in kernels:
+                letcc.set_plan_kernel(k if k in ("avx2", "avx512") else "auto")
+                tp[k] = best_call(lambda: plan(y, out=out))
+            tc = best_call(lambda: np.copyto(dst, y))
+            row = [s + 1]
+            for k in kernels:
+                ratios[k].append(tp[k] / tc)
+                row += [fmt_t(tp[k])]
+            row += [fmt_t(tc)] + [f"{tp[k] / tc:.2f}" for k in kernels]
+            if len(kernels) == 2:
+                row.append(f"{tp[kernels[0]] / tp[kernels[1]]:.2f}")
+            rows.append(row)
+    finally:
+        letcc.set_plan_kernel("auto")
+    headers = (["sample"] + [f"letcc out= ({k})" for k in kernels] + ["copyto floor"]
+               + [f"out=/copyto ({k})" for k in kernels] + (["avx512/avx2"] if len(kernels) == 2 else []))
+    table = markdown_table(headers, rows)
+    lines = []
+    for k in kernels:
+        r = np.array(ratios[k])
+        lines.append(f"- same case, paired over time ({samples} samples {pause:g} s apart), {k} kernel: out=/copyto "
+                     f"median {np.median(r):.2f}x, best {r.min():.2f}x, worst {r.max():.2f}x; "
+                     f"{int((r <= 1.25).sum())} of {samples} samples at or under 1.25x.")
+    if len(kernels) == 2:
+        q = np.array(ratios[kernels[0]]) / np.array(ratios[kernels[1]])
+        lines.append(f"- avx512 over avx2 in the same samples: median {np.median(q):.2f}x the time, best "
+                     f"{q.min():.2f}x, worst {q.max():.2f}x.")
+    return table, "\n".join(lines)
+
+
+def dense_crossover(repeats: int, min_run: float, m: int = 150528) -> str:
+    """Dense operator against the banded passes at small n = K (both forced,
+    out=, float32 and float64, each banded hand-written kernel this CPU runs):
+    where the plan's "auto" should switch (bindings.cpp kDenseMaxWork*)."""
+    kernels = [k for k in ("avx2", "avx512") if _runs(k)]
+    rng = np.random.default_rng(3)
+    rows = []
+    try:
+        for dtype in (np.float32, np.float64):
+            for n in (8, 16, 24, 32, 48, 64):
+                x, at = nodes(n)
+                y = rng.standard_normal((n, m)).astype(dtype)
+                out = np.empty_like(y)
+                dense = letcc.SplineSmoother(x, at, lam=LAM, method="dense")
+                banded = letcc.SplineSmoother(x, at, lam=LAM, method="banded")
+                auto = letcc.SplineSmoother(x, at, lam=LAM)
+                td = best_time(lambda: dense(y, out=out), repeats=repeats, min_run=min_run)
+                tb = {}
+                for k in kernels:
+                    letcc.set_plan_kernel(k)
+                    tb[k] = best_time(lambda: banded(y, out=out), repeats=repeats, min_run=min_run)
+                letcc.set_plan_kernel("auto")
+                chosen = auto._plan.method(np.dtype(dtype) == np.float64)
+                rows.append([np.dtype(dtype).name, n, fmt_t(td)] + [fmt_t(tb[k]) for k in kernels]
+                            + [f"{tb[k] / td:.2f}" for k in kernels] + [chosen])
+    finally:
+        letcc.set_plan_kernel("auto")
+    return markdown_table(["dtype", "n = K", "dense out="] + [f"banded out= ({k})" for k in kernels]
+                          + [f"banded/dense ({k})" for k in kernels] + ["auto chooses"], rows)
+
+
+def _runs(kernel: str) -> bool:
+    try:
+        letcc.set_plan_kernel(kernel)
+        return True
+    except ValueError:
+        return False
+    finally:
+        letcc.set_plan_kernel("auto")
 
 
 def main(argv=None) -> None:
@@ -208,7 +280,11 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (best is kept)")
     ap.add_argument("--min-run", type=float, default=0.1, help="seconds each timed run lasts at least")
     ap.add_argument("--runs", type=int, default=1, help="sweeps over all sizes; each timing keeps its best")
-    ap.add_argument("--name", default="spline", help="results file bench/results/<name>.md")
+    ap.add_argument("--name", default=None,
+                    help="results file bench/results/<name>.md (default spline-<machine kind>, e.g. "
+                         "spline-avx512-amd-epyc: results from different machines never overwrite each other)")
+    ap.add_argument("--crossover", action=argparse.BooleanOptionalAction, default=True,
+                    help="measure the dense/banded crossover at small n (m = 150528)")
     ap.add_argument("--ratio-samples", type=int, default=30,
                     help="paired out=/copyto samples of the target case over time (0: skip)")
     ap.add_argument("--ratio-pause", type=float, default=2.0, help="seconds between those samples")
@@ -217,6 +293,7 @@ def main(argv=None) -> None:
     load_start = os.getloadavg()
     rng = np.random.default_rng(12345)
     headers = ["n", "m", "dtype", "kernel", "letcc plan(y)", "letcc out=", "out= 1 thread", "out= generic kernel",
+               "out= avx2 kernel",
                "copyto floor", "y.copy()",
                "numpy GEMM", "csaps", "scipy loop", "plan/copy", "out=/copyto", "GEMM/out=", "csaps/plan",
                "scipy/plan"]
@@ -256,6 +333,12 @@ def main(argv=None) -> None:
         print(ratio_table)
         targets += "\n" + ratio_summary
         ratio_sections = ["## The target case over time (n = K = 64, m = 150528, float32)", ratio_table]
+    crossover_sections = []
+    if args.crossover:
+        cross = dense_crossover(args.repeats, args.min_run)
+        print()
+        print(cross)
+        crossover_sections = ["## Dense operator against the banded kernels (out=, m = 150528, both forced)", cross]
     calls = [f"{r[2]} us ({r[0]})" for r in small_rows if r[1].startswith("plan(y), y shape (16,)")]
     targets += f"\n- prebuilt plan's call at n = 16, m = 1: {', '.join(calls)} (target < 3 us)."
     print()
@@ -272,7 +355,8 @@ spread over time (best over all). Columns:
   **out= 1 thread**: the same with `letcc.set_num_threads(1)`. Banded plans run letcc's
   `{letcc.plan_kernel()}` kernel; **out= generic kernel**: the same `out=` call with
   `letcc.set_plan_kernel("generic")`, the compiler-vectorised kernel it replaced on AVX2 CPUs (`-`: dense
-  plans, or no AVX2 kernel on this CPU).
+  plans, or no hand-written kernel on this CPU); **out= avx2 kernel**: the same with
+  `letcc.set_plan_kernel("avx2")` where the default is the AVX-512 kernel (`-` elsewhere).
 - **copyto floor**: `np.copyto(buf, y)`, the same bytes read and written, preallocated (compare with
   `out=`); **y.copy()**: the same with a freshly allocated result (compare with `plan(y)`: both pay
   for fresh pages).
@@ -293,10 +377,11 @@ shared machine the kernel's compute speed moves with other tenants' load more th
 All methods compute the same numbers: largest difference from letcc relative to max |result| over
 every row: {worst:.1e} (float32 rows are limited by float32 rounding).
 """
-    write_report(args.name, "Spline plan benchmark (issue 2)",
+    name = args.name or f"spline-{machine_kind()}"
+    write_report(name, f"Spline plan benchmark (issues 2 and 20; plan kernel {letcc.plan_kernel()})",
                  ["## Plan call vs alternatives", main_table,
                   "## Small-call overhead", small_table,
-                  *ratio_sections, "## Against the issue's targets", targets],
+                  *ratio_sections, *crossover_sections, "## Against the issue's targets", targets],
                  notes=notes,
                  extra_info=[("load average (1, 5, 15 min) at start", ", ".join(f"{v:.2f}" for v in load_start))])
 
@@ -317,8 +402,13 @@ def target_summary(results) -> str:
                      f"{r['plan'] / r['copy']:.2f}x y.copy() (target <= 1.25x).")
         if not np.isnan(r["plan_out_generic"]):
             lines.append(f"- same case, the generic (compiler-vectorised) kernel: {fmt_t(r['plan_out_generic'])}, "
-                         f"{r['plan_out_generic'] / r['copyto']:.2f}x the floor; the AVX2 kernel is "
+                         f"{r['plan_out_generic'] / r['copyto']:.2f}x the floor; the {letcc.plan_kernel()} kernel is "
                          f"{r['plan_out_generic'] / r['plan_out']:.2f}x faster.")
+        if not np.isnan(r["plan_out_avx2"]):
+            lines.append(f"- same case, the AVX2 kernel: {fmt_t(r['plan_out_avx2'])}, "
+                         f"{r['plan_out_avx2'] / r['copyto']:.2f}x the floor; AVX-512 / AVX2 time "
+                         f"{r['plan_out'] / r['plan_out_avx2']:.2f}x; GEMM / AVX2 out= "
+                         f"{r['gemm'] / r['plan_out_avx2']:.2f}x.")
         lines.append(f"- same case: numpy float32 GEMM with the precomputed operator takes {fmt_t(r['gemm'])}, "
                      f"{r['gemm'] / r['plan_out']:.2f}x letcc's out= call and {r['gemm'] / r['plan']:.2f}x "
                      f"plan(y) (target >= 2x).")

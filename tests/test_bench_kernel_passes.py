@@ -25,7 +25,21 @@ def copy_bench(tmp_path):
 
 @pytest.mark.skipif(not HAS_SOURCES, reason="needs the source checkout's bench/ and csrc/")
 @pytest.mark.skipif(not HAS_CXX, reason="needs a C++ compiler")
-@pytest.mark.skipif(letcc.plan_kernel() != "avx2", reason="measures the AVX2 kernel, which this CPU does not run")
+def _runs(kernel):
+    try:
+        letcc.set_plan_kernel(kernel)
+        return True
+    except ValueError:
+        return False
+    finally:
+        letcc.set_plan_kernel("auto")
+
+
+HAS_AVX2 = _runs("avx2")
+KERNELS = ["avx2"] + (["avx512"] if _runs("avx512") else [])
+
+
+@pytest.mark.skipif(not HAS_AVX2, reason="measures the hand-written kernels, which this CPU does not run")
 def test_kernel_passes_writes_its_report(tmp_path):
     bench = copy_bench(tmp_path)
     run = subprocess.run(
@@ -37,17 +51,35 @@ def test_kernel_passes_writes_its_report(tmp_path):
     for row in ("| forward", "| back", "| evaluation", "| whole tile", "the real case", "input kept in cache",
                 "output kept in cache", "np.copyto", "## What limits it", "n = K = 16, m = 2048",
                 "| its arithmetic only", "| its arithmetic, converted to float32 and stored",
-                "| its loads (input widened to float64) and store", "The evaluation is the pass furthest"):
+                "| its loads (input widened to float64) and store", "the evaluation is the pass furthest",
+                "- cpu: ", "plan kernel "):
         assert row in text, row
-    # every timing in the full-size table is a positive number of milliseconds
-    full = [line for line in text.splitlines() if line.startswith("| input") or line.startswith("| the real")]
-    assert len(full) == 4
-    assert all(float(line.split("|")[2]) > 0 for line in full)
-    # the evaluation's parts: four rows of positive times (differences of two timings, so only on a
-    # size big enough for them to beat the timer's noise would they be ordered)
+    for kernel in KERNELS:
+        assert f"### {kernel} kernel" in text and f"- **{kernel}**: in cache" in text, kernel
+    if len(KERNELS) == 2:
+        assert "Side by side (avx512 over avx2)" in text
+    # every timing in the full-size table is a positive number of milliseconds, four walks and the
+    # Python call per kernel
+    full = [line for line in text.splitlines()
+            if line.split("|")[1:2] and line.split("|")[1].strip() in KERNELS]
+    assert len(full) == 5 * len(KERNELS)
+    assert all(float(line.split("|")[3]) > 0 for line in full)
+    # the evaluation's parts: four rows of positive times per kernel (differences of two timings, so only
+    # on a size big enough for them to beat the timer's noise would they be ordered)
     parts = [line for line in text.splitlines() if line.startswith("| its ") or line.startswith("| the kernel's eval")]
-    assert len(parts) == 4
+    assert len(parts) == 4 * len(KERNELS)
     assert all(float(line.split("|")[2]) > 0 for line in parts)
+
+
+def test_default_results_file_names_the_machine_kind(tmp_path):
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import _report
+    finally:
+        sys.path.pop(0)
+    kind = _report.machine_kind()
+    assert kind.startswith(letcc.plan_kernel() + "-")
+    assert kind == kind.lower() and " " not in kind and "/" not in kind
 
 
 @pytest.mark.skipif(not HAS_SOURCES, reason="needs the source checkout's bench/")
