@@ -7,9 +7,12 @@ slots and pipes for the object store and ``ray.wait``)::
     ----------------------------------------------------   ---------------------------
     ci(X) X: (B*K, ...)
       | groups of K -> (K, B, ...)
-      | code.encode(rows=sent) -> input slots (shared memory, one segment,
-      |                            (N, B, ...); the workers sent the round
-      |                            take the first slots, in order)
+    draw: delays of this round (straggler model), its count and deadline
+    encode: code.encode(out=, rows=sent) -> input slots (shared memory, one
+      |                            segment, (N, B, ...); the workers sent the
+      |                            round take the first slots, in order)
+      | [new input layout: one worker probed for the output row shape]
+    dispatch:
       | ctl: round wanted from j, j's input slot, a fresh answer count for the round
       | pipe j: task (round, B, sleep, chunk) -------->  recv
       |                                                  [sleep, if simulate="sleep"]
@@ -19,14 +22,22 @@ slots and pipes for the object store and ``ray.wait``)::
       |                                                      output slot j <- y
       |                                                  ctl: j done round, at time t
       |                                                  count += 1 (compare-and-swap)
+    gather:
       | sleep until `needed` answers are in  <---------  doorbell, by the one whose
       |   (doorbell pipe; also any message or death)      answer reaches the target
       | v_j = t_j + injected delay (virtual time)
       | RoundWaiter: first N-S confirmed answers, complete, deadline, or all
+      | can the answering set be decoded? (asked once)
+    decode: code.decode(output slots of the answering set, ascending)
+    end (also when a step raised):
       | ctl[late] = -1   (late workers abandon the round at their next check)
-      | code.decode(output slots of the answering set)
+      | dead and hung workers' replacements started; last_round recorded
       v
     estimates (B*K, ...)
+
+Each step is a method of CodedInference (``_draw``, ``_encode_round``,
+``_dispatch``, ``_gather``, ``_decode``, ``_end_round``), handing one
+``_Round`` on.
 
 Messages carry the round id; anything from an older round is counted as stale
 and dropped (a late worker's output slot is only read after it reports the
@@ -36,14 +47,15 @@ workers are replaced after the round without waiting for the new process to
 load its model. Closing (context exit, ``close()``, garbage collection, interpreter
 exit) stops the workers and unlinks every shared-memory segment.
 
-One object owns the round state (this module); the backends only move bytes and
-report events; ``virtual_time`` holds the waiting rule; ``round_info`` the record.
+One object owns the round state (this module); ``worker_pool`` keeps the
+workers between rounds; the backends only move bytes and report events, behind
+``backend``'s contract; ``virtual_time`` holds the waiting rule; ``round_info``
+the record.
 """
 from __future__ import annotations
 
 import math
 import time
-import warnings
 
 import numpy as np
 
@@ -52,6 +64,7 @@ from letcc.runtime._devices import resolve_devices
 from letcc.runtime.encode_into import encode_into
 from letcc.runtime.round_info import RoundInfo
 from letcc.runtime.virtual_time import RoundWaiter
+from letcc.runtime.worker_pool import WorkerPool, death_text
 from letcc.stragglers._base import delay_sampler
 
 __all__ = ["CodedInference"]
@@ -83,14 +96,6 @@ def _check_stragglers(model) -> None:
             raise TypeError(f"stragglers must be a letcc.stragglers model; {type(model).__name__} has no {attr}()")
 
 
-def _death(ev) -> str:
-    """Text for a 'died' event: (exit code, pid[, detail])."""
-    code, pid = ev.payload[0], ev.payload[1]
-    if len(ev.payload) > 2:
-        return f"worker {pid} died ({ev.payload[2]})"
-    return f"worker process {pid} exited with code {code}"
-
-
 class _Round:
     """One round's state, handed from step to step of ``CodedInference.__call__``."""
 
@@ -111,7 +116,7 @@ class _Round:
         return list(ready)
 
 
-class CodedInference:
+class CodedInference(WorkerPool):
     """Serve ``model_factory()`` on N workers through ``code``; ``ci(X)`` runs one round.
 
     Parameters
@@ -175,30 +180,10 @@ class CodedInference:
         self.hang_timeout = as_real(hang_timeout, "hang_timeout", 0, strict=True, finite=False)
         self.startup_timeout = as_real(startup_timeout, "startup_timeout", 0, strict=True, finite=False)
         self.rng = np.random.default_rng(seed)
-        if threads_per_worker is None:
-            import os
-
-            threads_per_worker = max(1, (os.cpu_count() or 1) // self.N)
-        device_list = resolve_devices(devices, self.N)
         self._round = 0
-        self._outstanding: dict[int, list] = {j: [] for j in range(self.N)}
-        self._carry_errors: dict[int, str] = {}
-        self._carry_stale = 0
         self.last_round: RoundInfo | None = None
-        self._closed = False
-        if backend == "local":
-            from letcc.runtime.local_backend import LocalBackend
-
-            self._backend = LocalBackend(self.N, model_factory, device_list,
-                                         threads_per_worker=threads_per_worker, start_method=start_method,
-                                         startup_timeout=self.startup_timeout, chunk_rows=chunk_rows)
-        else:
-            from letcc.runtime.ray_backend import RayBackend
-
-            self._backend = RayBackend(self.N, model_factory, device_list,
-                                       threads_per_worker=threads_per_worker,
-                                       startup_timeout=self.startup_timeout, chunk_rows=chunk_rows,
-                                       actor_options=ray_options)
+        super().__init__(backend, model_factory, resolve_devices(devices, self.N), threads_per_worker,
+                         start_method=start_method, chunk_rows=chunk_rows, ray_options=ray_options)
 
     # ---- settings that may change between rounds -------------------------
 
@@ -234,88 +219,6 @@ class CodedInference:
         if value not in _SIMULATE:
             raise ValueError(f"simulate must be one of {_SIMULATE}, got {value!r}")
         self._simulate = value
-
-    # ---- lifecycle ------------------------------------------------------
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def close(self) -> None:
-        """Stop the workers and release shared memory (idempotent)."""
-        if not self._closed:
-            self._closed = True
-            self._backend.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    @property
-    def backend(self):
-        return self._backend
-
-    def worker_pids(self) -> list:
-        """Process id of each worker (None while it is being replaced); local backend only."""
-        return self._backend.worker_pids()
-
-    def ready_workers(self) -> list[int]:
-        """Workers that would receive the next round."""
-        self._check_open()
-        self._pump(0.0)
-        return self._backend.ready_workers()
-
-    def wait_ready(self, timeout: float | None = None) -> None:
-        """Block until every worker (including replacements) is ready."""
-        self._check_open()
-        timeout = self.startup_timeout if timeout is None else timeout
-        end = time.monotonic() + timeout
-        while True:
-            self._pump(0.0)
-            self._backend.restart_dead()
-            if len(self._backend.ready_workers()) == self.N:
-                return
-            left = end - time.monotonic()
-            if left <= 0:
-                missing = sorted(set(range(self.N)) - set(self._backend.ready_workers()))
-                raise TimeoutError(f"workers {missing} not ready after {timeout:g} s")
-            self._pump(min(left, 0.1))
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("this CodedInference is closed")
-
-    # ---- events outside a round ------------------------------------------
-
-    def _ack(self, j: int, r: int) -> None:
-        """Worker j replied for round r: every task up to r is off its hands."""
-        queue = self._outstanding[j]
-        while queue and queue[0][0] <= r:
-            queue.pop(0)
-
-    def _pump(self, timeout: float) -> None:
-        """Handle events between rounds (replies to old rounds, deaths, readiness)."""
-        for ev in self._backend.poll(timeout):
-            self._background_event(ev)
-
-    def _background_event(self, ev) -> None:
-        if ev.round >= 0:
-            self._ack(ev.worker, ev.round)
-            self._carry_stale += 1
-        elif ev.kind == "died":
-            self._outstanding[ev.worker] = []
-            self._report(self._carry_errors, ev.worker, f"{_death(ev)} between rounds; it is being replaced")
-        elif ev.kind == "init_error":
-            self._report(self._carry_errors, ev.worker, "replacement failed to build its model:\n" + ev.payload[0])
-
-    @staticmethod
-    def _report(errors: dict, j: int, text: str) -> None:
-        errors[j] = text
-        first = text.strip().splitlines()
-        warnings.warn(f"letcc worker {j}: {first[-1] if first else text}", RuntimeWarning, stacklevel=4)
 
     # ---- one round: the steps of the data-flow diagram ----------------------
 
@@ -514,7 +417,7 @@ class CodedInference:
                 elif ev.kind == "died":
                     self._outstanding[j] = []
                     waiter.fail(j, "died")
-                    self._report(errors, j, f"{_death(ev)} during round {r}; it is being replaced")
+                    self._report(errors, j, f"{death_text(ev)} during round {r}; it is being replaced")
                 elif ev.kind == "init_error":
                     self._report(errors, j, "replacement failed to build its model:\n" + ev.payload[0])
 
@@ -539,54 +442,3 @@ class CodedInference:
         if failures:
             parts.append(f"failures: {failures}")
         return "; ".join(parts)
-
-    def _await_any_ready(self) -> list[int]:
-        end = time.monotonic() + self.startup_timeout
-        while True:
-            self._backend.restart_dead()
-            workers = self._backend.ready_workers()
-            if workers:
-                return workers
-            left = end - time.monotonic()
-            if left <= 0:
-                raise RuntimeError(f"no worker is alive and none restarted within {self.startup_timeout:g} s; "
-                                   f"last errors: {self._carry_errors}")
-            self._pump(min(left, 0.1))
-
-    def _probe(self, r: int, B: int, workers: list[int]) -> None:
-        """Learn the model's output row shape from one worker (first round of a new input
-        layout): the output slots are sized from it."""
-        errors = {}
-        for j in workers:
-            if not self._backend.probe_send(j, r, B):
-                continue
-            end = time.perf_counter() + self.hang_timeout
-            reply = None
-            while reply is None:
-                left = end - time.perf_counter()
-                if left <= 0:
-                    self._backend.kill(j)
-                    errors[j] = f"no answer within hang_timeout = {self.hang_timeout:g} s"
-                    break
-                for ev in self._backend.poll(left):
-                    if ev.worker == j and ev.round == r and ev.kind in ("probe", "error", "cancelled"):
-                        self._ack(j, r)
-                        reply = ev
-                    elif ev.worker == j and ev.kind == "died":
-                        self._outstanding[j] = []
-                        reply = ev
-                    else:
-                        self._background_event(ev)
-            if reply is None:
-                continue
-            if reply.kind == "probe":
-                shape, dtype = tuple(reply.payload[0]), reply.payload[1]
-                if not shape or shape[0] != 1:
-                    raise ValueError(f"the model returned shape {shape} for a batch of 1 input on worker {j}: "
-                                     "it must return one output row per input row")
-                self._backend.set_output_layout(shape[1:], dtype, worker=j)
-                return
-            errors[j] = reply.payload[0] if reply.kind == "error" else f"{reply.kind} {reply.payload}"
-        detail = "\n".join(f"worker {j}: {e}" for j, e in errors.items())
-        raise RuntimeError(f"the model failed on every worker for inputs of shape {self._backend.input_spec()}:\n"
-                           f"{detail}")

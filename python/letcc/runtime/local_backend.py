@@ -5,33 +5,28 @@ processes, moves inputs/outputs through shared memory and turns worker messages
 and process deaths into ``Event`` records. The round logic (who counts, when to
 stop, what to decode) lives in ``coded_inference``.
 
-Processes are started with ``forkserver`` (Linux default here) or ``spawn``,
-never ``fork``: a forked child of a process that initialised CUDA, or that holds
-threads mid-lock, is unsafe. The forkserver preloads the worker module (and
-torch when the master already imported it), so a replacement worker starts in
-tens of milliseconds, not seconds.
+How the processes are started (forkserver or spawn, never fork) and how
+everything is released: letcc.runtime.local_processes.
 """
 from __future__ import annotations
 
-import functools
-import multiprocessing as mp
 import os
 import pickle
 import select
 import selectors
-import sys
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from letcc import _core
 from letcc.runtime.backend import Backend, Event
 from letcc.runtime.frames import FrameReader, frame, write_all
+from letcc.runtime.local_processes import Resources, context, shutdown
 from letcc.runtime.messages import CANCELLED, DONE, parse_reply, task_frame
 from letcc.runtime.shm_slots import SlotArray, new_prefix
-from letcc.runtime.worker_main import STOP, control_layout, control_words, worker_main
+from letcc.runtime.worker_main import control_layout, control_words, worker_main
 
 __all__ = ["Event", "LocalBackend"]
 
@@ -49,113 +44,6 @@ class _Handle:
     state: str = "starting"          # starting | ready | dead
     pid: int | None = None
     failed_starts: int = 0
-
-
-@dataclass
-class _Resources:
-    """Everything that must be released; shared with the finalizer (not the backend)."""
-
-    handles: list
-    lifeline: object = None
-    bell: tuple = ()                 # both ends of the doorbell pipe
-    segments: list = field(default_factory=list)
-    closed: bool = False
-
-
-def _shutdown(res: _Resources, ctl, join_timeout: float = 2.0) -> None:
-    if res.closed:
-        return
-    res.closed = True
-    try:
-        if ctl is not None and ctl._flat is not None:
-            ctl.view(1)[...] = STOP         # chunked or sleeping workers stop at once
-    except Exception:
-        pass
-    live = [h for h in res.handles if h is not None and h.state != "dead"]
-    for h in live:
-        try:
-            h.conn.send(("stop",))
-        except Exception:
-            pass
-    end = time.monotonic() + join_timeout
-    for h in live:
-        h.process.join(max(0.0, end - time.monotonic()))
-    for h in res.handles:
-        if h is None:
-            continue
-        if h.process.is_alive():
-            h.process.terminate()
-            h.process.join(0.5)
-        if h.process.is_alive():
-            h.process.kill()
-            h.process.join()
-        try:
-            h.conn.close()
-        except Exception:
-            pass
-        try:
-            h.process.close()
-        except Exception:
-            pass
-    if res.lifeline is not None:
-        res.lifeline.close()
-    for end in res.bell:
-        end.close()
-    for seg in res.segments:
-        seg.close()
-    res.segments.clear()
-    if ctl is not None:
-        ctl.close()
-
-
-def _factory_module(factory) -> str | None:
-    """The module that defines model_factory (unwrapping functools.partial)."""
-    while isinstance(factory, functools.partial):
-        factory = factory.func
-    mod = getattr(factory, "__module__", None) or type(factory).__module__
-    return mod if mod and mod != "__main__" and mod in sys.modules else None
-
-
-def _context(start_method: str | None, model_factory):
-    methods = mp.get_all_start_methods()
-    if start_method is None:
-        start_method = "forkserver" if "forkserver" in methods else "spawn"
-    if start_method == "fork":
-        raise ValueError("start_method='fork' is not allowed: fork is unsafe with CUDA and threads; "
-                         "use 'forkserver' or 'spawn'")
-    if start_method not in methods:
-        raise ValueError(f"start_method {start_method!r} is not available here (have {methods})")
-    ctx = mp.get_context(start_method)
-    if start_method == "forkserver":
-        # Modules imported once in the fork server instead of in every worker. This
-        # takes effect only when this process starts its fork server (the first time).
-        # "__main__" is the stdlib default (a script is then not re-run per worker).
-        preload = ["__main__", "letcc.runtime._forkserver_path", "letcc.runtime.worker_main"]
-        if "torch" in sys.modules:
-            preload.append("torch")
-        mod = _factory_module(model_factory)
-        if mod is not None:
-            preload.append(mod)
-        ctx.set_forkserver_preload(preload)
-        _start_forkserver()
-    return ctx
-
-
-def _start_forkserver() -> None:
-    """Start the fork server now (no-op when running), with our sys.path (see
-    letcc.runtime._forkserver_path)."""
-    from multiprocessing import forkserver
-
-    key = "LETCC_FORKSERVER_SYS_PATH"
-    old = os.environ.get(key)
-    os.environ[key] = os.pathsep.join(p for p in sys.path if isinstance(p, str))
-    try:
-        forkserver.ensure_running()
-    finally:
-        if old is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = old
 
 
 class LocalBackend(Backend):
@@ -177,7 +65,7 @@ class LocalBackend(Backend):
         self._devices = list(devices)
         self._threads = threads_per_worker
         self._chunk_rows = chunk_rows
-        self._ctx = _context(start_method, model_factory)
+        self._ctx = context(start_method, model_factory)
         self._prefix = new_prefix()
         self._gen = 0
         self._inp: SlotArray | None = None
@@ -193,7 +81,7 @@ class LocalBackend(Backend):
         # doorbell: the worker whose answer completes what the master waits for
         # writes a byte here (see arm())
         self._bell_r, self._bell_w = self._ctx.Pipe(duplex=False)
-        self._res = _Resources(handles=[None] * self.n, lifeline=lifeline_w, bell=(self._bell_r, self._bell_w))
+        self._res = Resources(handles=[None] * self.n, lifeline=lifeline_w, bell=(self._bell_r, self._bell_w))
         self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (control_words(self.n),), np.int64)
         self._ctl_view = ctl = self._ctl.view(1).reshape(-1)
         words = control_layout(ctl)
@@ -207,7 +95,7 @@ class LocalBackend(Backend):
         self._round = -1                 # the latest round submitted
         self._reported = np.zeros(self.n, dtype=bool)   # its answers found in the control words
         self._sel.register(self._bell_r, selectors.EVENT_READ, (-1, "bell"))
-        self._finalizer = weakref.finalize(self, _shutdown, self._res, self._ctl)
+        self._finalizer = weakref.finalize(self, shutdown, self._res, self._ctl)
         try:
             for j in range(self.n):
                 self._start(j)

@@ -74,7 +74,7 @@ class RoundWaiter:
         self._order: list = []                  # (virtual time, worker), ascending
         self._memo: dict = {}
         # min delay / hang time over pending (None: recompute); asked several
-        # times per event, pending only changes in result() and fail()
+        # times per event, pending only changes in _leave()
         self._dmin: float | None = None
         self._hmin: float | None = None
         # is_complete is monotone: if all workers still in the race cannot complete, no subset can
@@ -88,8 +88,7 @@ class RoundWaiter:
         self.real[j] = elapsed
         if j not in self.pending:
             return False
-        self.pending.discard(j)
-        self._dmin = self._hmin = None
+        self._leave(j)
         v = elapsed + float(self.delays[j])
         self.arrived[j] = v
         bisect.insort(self._order, (v, j))
@@ -101,9 +100,13 @@ class RoundWaiter:
             if j in self.pending and self._may_complete:
                 self.pending.discard(j)
                 self._may_complete = bool(self.code.is_complete(sorted(self.pending | set(self.arrived))))
-            self.pending.discard(j)
-            self._dmin = self._hmin = None
+            self._leave(j)
             self.failed.setdefault(j, reason)
+
+    def _leave(self, j: int) -> None:
+        """Worker j is no longer pending: forget the minima cached over the pending set."""
+        self.pending.discard(j)
+        self._dmin = self._hmin = None
 
     def answers_needed(self) -> int:
         """At least how many more answers decide() needs before it can end the
