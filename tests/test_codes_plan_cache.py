@@ -31,9 +31,11 @@ def test_size_zero_disables_caching():
     assert len(calls) == 3 and len(cache) == 0
 
 
-@pytest.mark.parametrize("bad", [-1, 2.5, True])
-def test_bad_size(bad):
-    with pytest.raises(ValueError, match="plan cache size must be an integer >= 0"):
+@pytest.mark.parametrize("bad, exc, message", [(-1, ValueError, "plan cache size must be >= 0, got -1"),
+                                                (2.5, TypeError, "plan cache size must be an integer, got float 2.5"),
+                                                (True, TypeError, "plan cache size must be an integer, got bool True")])
+def test_bad_size(bad, exc, message):
+    with pytest.raises(exc, match=message):
         PlanCache(bad)
 
 

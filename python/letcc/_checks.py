@@ -30,10 +30,11 @@ def as_int(v, name: str, minimum: int | None = None, maximum: int | None = None)
     return value
 
 
-def as_real(v, name: str, minimum: float | None = None, *, strict: bool = False,
-            finite: bool = True) -> float:
-    """``v`` as a Python float, finite unless ``finite=False``, and >= minimum
-    (> minimum with ``strict=True``; None: unbounded)."""
+def as_real(v, name: str, minimum: float | None = None, maximum: float | None = None, *,
+            strict: bool = False, strict_max: bool = False, finite: bool = True) -> float:
+    """``v`` as a Python float, finite unless ``finite=False``, in [minimum,
+    maximum] (either end None: unbounded; ``strict`` / ``strict_max`` make
+    that end open)."""
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(v).__name__} {v!r}")
     value = float(v)
@@ -41,6 +42,8 @@ def as_real(v, name: str, minimum: float | None = None, *, strict: bool = False,
         raise ValueError(f"{name} must be a finite real number, got {v!r}")
     if minimum is not None and (value <= minimum if strict else value < minimum):
         raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {v!r}")
+    if maximum is not None and (value >= maximum if strict_max else value > maximum):
+        raise ValueError(f"{name} must be {'<' if strict_max else '<='} {maximum}, got {v!r}")
     return value
 
 

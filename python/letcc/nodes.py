@@ -11,9 +11,10 @@ is exactly 0 and the end points of the second kind are exactly -1 and 1.
 """
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
+
+from letcc._checks import as_int
 
 from letcc.splines._validation import as_knots
 
@@ -27,17 +28,9 @@ __all__ = [
 ]
 
 
-def _as_count(n, name: str, minimum: int = 1) -> int:
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (numbers.Integral, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {n!r}")
-    if int(n) < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {n!r}")
-    return int(n)
-
-
 def chebyshev_first_kind(K: int) -> np.ndarray:
     """The K points cos((2k-1) pi / (2K)), k = 1..K, ascending (all strictly inside (-1, 1))."""
-    K = _as_count(K, "K")
+    K = as_int(K, "K", 1)
     k = np.arange(1, K + 1, dtype=np.float64)
     # -cos((2k-1)pi/(2K)) = sin(pi (2k-1-K) / (2K)): ascending in k.
     return np.sin(np.pi * (2.0 * k - 1.0 - K) / (2.0 * K))
@@ -48,7 +41,7 @@ def chebyshev_second_kind(N: int) -> np.ndarray:
 
     N = 1 has no such points (0/0); the single node is then 0, the centre.
     """
-    N = _as_count(N, "N")
+    N = as_int(N, "N", 1)
     if N == 1:
         return np.zeros(1)
     n = np.arange(N, dtype=np.float64)
@@ -58,7 +51,7 @@ def chebyshev_second_kind(N: int) -> np.ndarray:
 
 def equispaced(n: int) -> np.ndarray:
     """n equally spaced points from -1 to 1 (the single point 0 when n = 1)."""
-    n = _as_count(n, "n")
+    n = as_int(n, "n", 1)
     if n == 1:
         return np.zeros(1)
     return np.linspace(-1.0, 1.0, n)

@@ -24,11 +24,11 @@ i of Y is the output of worker available[i].
 """
 from __future__ import annotations
 
-import numbers
 from abc import ABC, abstractmethod
 
 import numpy as np
 
+from letcc._checks import as_int
 from letcc.codes._arrays import as_array, is_torch_tensor, take_rows
 from letcc.splines import DenseOperator
 
@@ -39,11 +39,8 @@ PERMUTE_MIN_ROW_ITEMS = 256
 
 
 def as_count(n, name: str, minimum: int = 1) -> int:
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (numbers.Integral, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {n!r}")
-    if int(n) < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {n!r}")
-    return int(n)
+    """An integer count >= minimum (letcc._checks.as_int)."""
+    return as_int(n, name, minimum)
 
 
 class Code(ABC):

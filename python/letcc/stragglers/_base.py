@@ -8,11 +8,12 @@ same objects: `wait_count(N)` ("wait for the first this many answers") and
 """
 from __future__ import annotations
 
-import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
+
+from letcc._checks import as_int
 
 
 @dataclass(frozen=True)
@@ -75,28 +76,6 @@ def delay_sampler(model):
     if fast is not None and (full is None or fast <= full):
         return model.sample_delays
     return lambda N, rng: model.sample(N, rng).delays
-
-
-def as_int(v, name: str, minimum: int = 0) -> int:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {v!r}")
-    if int(v) < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {v!r}")
-    return int(v)
-
-
-def as_real(v, name: str, low: float | None = None, high: float | None = None,
-            low_open: bool = False, high_open: bool = False) -> float:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a real number, got {v!r}")
-    x = float(v)
-    if not np.isfinite(x):
-        raise ValueError(f"{name} must be finite, got {v!r}")
-    if low is not None and (x < low or (low_open and x == low)):
-        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {v!r}")
-    if high is not None and (x > high or (high_open and x == high)):
-        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {v!r}")
-    return x
 
 
 def check_generator(rng) -> np.random.Generator:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from letcc.nodes import chebyshev_second_kind
-from letcc.stragglers._base import StragglerDraw, StragglerModel, as_int, as_real, check_generator, draw_from_set
+from letcc._checks import as_int, as_real
+from letcc.stragglers._base import StragglerDraw, StragglerModel, check_generator, draw_from_set
 
 __all__ = ["FixedCount", "Bernoulli", "worst_case_stragglers"]
 
@@ -82,7 +83,7 @@ class Bernoulli(StragglerModel):
     """
 
     def __init__(self, p: float):
-        self.p = as_real(p, "p", 0.0, 1.0, high_open=True)
+        self.p = as_real(p, "p", 0.0, 1.0, strict_max=True)
 
     def sample(self, N: int, rng: np.random.Generator) -> StragglerDraw:
         delays = self.sample_delays(N, rng)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from letcc.stragglers._base import StragglerDraw, StragglerModel, as_int, as_real, check_generator, draw_from_set
+from letcc._checks import as_int, as_real
+from letcc.stragglers._base import StragglerDraw, StragglerModel, check_generator, draw_from_set
 
 __all__ = ["LatencyModel", "ShiftedExponential", "Pareto", "Empirical"]
 
@@ -78,7 +79,7 @@ class ShiftedExponential(LatencyModel):
     def __init__(self, shift: float, rate: float, wait_for=None, stragglers=None, deadline=None):
         super().__init__(wait_for, stragglers, deadline)
         self.shift = as_real(shift, "shift", 0.0)
-        self.rate = as_real(rate, "rate", 0.0, low_open=True)
+        self.rate = as_real(rate, "rate", 0.0, strict=True)
 
     def _delays(self, N, rng):
         return self.shift + rng.exponential(1.0 / self.rate, size=N)
@@ -92,8 +93,8 @@ class Pareto(LatencyModel):
 
     def __init__(self, scale: float, shape: float, wait_for=None, stragglers=None, deadline=None):
         super().__init__(wait_for, stragglers, deadline)
-        self.scale = as_real(scale, "scale", 0.0, low_open=True)
-        self.shape = as_real(shape, "shape", 0.0, low_open=True)
+        self.scale = as_real(scale, "scale", 0.0, strict=True)
+        self.shape = as_real(shape, "shape", 0.0, strict=True)
 
     def _delays(self, N, rng):
         # numpy's pareto is the Lomax distribution: 1 + Lomax is Pareto with minimum 1.
