@@ -4,7 +4,8 @@
 stragglers=None, deadline=None)`` starts ``code.N`` workers that each build the
 model once; ``ci(X)`` encodes X (B*K inputs, B groups of K), sends every worker
 its coded inputs, waits for the first answers under the straggler model's rule
-and decodes. See ``letcc.runtime.coded_inference`` for the data flow.
+and decodes. See ``letcc.runtime.coded_inference`` for the data flow and
+``letcc.runtime.backend`` for what a backend must do.
 """
 from letcc.runtime.coded_inference import CodedInference
 from letcc.runtime.round_info import RoundInfo

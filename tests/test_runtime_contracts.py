@@ -1,0 +1,108 @@
+"""The runtime's contracts: the backend ABC, the worker side both backends share,
+and encoding into the slots through Code.encode(X, out=, rows=) alone."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import letcc
+from letcc.runtime.backend import Backend, Event
+from letcc.runtime.encode_into import encode_into
+from letcc.runtime.worker_common import run_chunks, sleep_unless_cancelled
+
+RUNTIME = Path(letcc.__file__).parent / "runtime"
+
+
+def _imports(path: Path) -> set:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def test_the_backends_share_a_contract_and_do_not_import_each_other():
+    from letcc.runtime.local_backend import LocalBackend
+    from letcc.runtime.ray_backend import RayBackend
+
+    assert issubclass(LocalBackend, Backend) and issubclass(RayBackend, Backend)
+    assert not LocalBackend.__abstractmethods__ and not RayBackend.__abstractmethods__
+    assert "letcc.runtime.local_backend" not in _imports(RUNTIME / "ray_backend.py")
+    assert "letcc.runtime.ray_backend" not in _imports(RUNTIME / "local_backend.py")
+    from letcc.runtime import local_backend
+
+    assert local_backend.Event is Event        # still importable where it was
+
+
+def test_run_chunks_stores_every_chunk_in_order():
+    x = np.arange(10.0).reshape(5, 2)
+    seen = []
+    assert run_chunks(lambda a: a * 2, x, 2, lambda: True, lambda s, e, y: seen.append((s, e, y.copy()))) is None
+    assert [(s, e) for s, e, _ in seen] == [(0, 2), (2, 4), (4, 5)]
+    np.testing.assert_array_equal(np.concatenate([y for *_, y in seen]), x * 2)
+    seen.clear()
+    assert run_chunks(lambda a: a, x, None, lambda: False, lambda s, e, y: seen.append((s, e))) is None
+    assert seen == [(0, 5)]                     # one call, no check before the first chunk
+
+
+def test_run_chunks_stops_when_cancelled_or_when_the_store_says_so():
+    x = np.zeros((6, 1))
+    calls = []
+    wanted = iter([True, False])
+    assert run_chunks(lambda a: calls.append(len(a)) or a, x, 2, lambda: next(wanted),
+                      lambda s, e, y: None) == "cancelled"
+    assert calls == [2, 2]
+    assert run_chunks(lambda a: a, x, 2, lambda: True, lambda s, e, y: ("shape", s)) == ("shape", 0)
+
+
+def test_sleep_unless_cancelled():
+    naps = []
+    assert sleep_unless_cancelled(0.01, lambda: True, lambda left: naps.append(left) or __import__("time").sleep(left))
+    assert naps and all(0 < v <= 0.01 for v in naps)
+    state = {"n": 0}
+
+    def wanted():
+        state["n"] += 1
+        return state["n"] < 3
+
+    assert not sleep_unless_cancelled(float("inf"), wanted, lambda left: None)
+
+
+class _Slots:
+    def __init__(self, n, b, row_shape):
+        self.n, self.b, self.row_shape, self.buf = n, b, row_shape, None
+
+    def __call__(self, dtype):
+        self.buf = np.full((self.n, self.b) + self.row_shape, np.nan, dtype=dtype)
+        return self.buf
+
+
+@pytest.mark.parametrize("make", [lambda: letcc.LeTCC(3, 7), lambda: letcc.BACC(3, 7), lambda: letcc.Uncoded(3)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_encode_into_all_and_some_rows(rng, make, dtype):
+    code = make()
+    X = rng.standard_normal((code.K, 2, 4)).astype(dtype)
+    full = np.asarray(code.encode(X))
+    slots = _Slots(code.N, 2, (4,))
+    assert encode_into(code, X, slots) is None
+    np.testing.assert_array_equal(slots.buf, full)
+    rows = [code.N - 1, 0] if code.N > 2 else [1]
+    pos = encode_into(code, X, slots, rows)
+    assert pos.dtype == np.int64 and pos.shape == (code.N,)
+    for slot, j in enumerate(rows):
+        assert pos[j] == slot
+        np.testing.assert_allclose(slots.buf[slot], full[j], rtol=1e-6, atol=1e-6)
+    assert all(pos[j] == -1 for j in range(code.N) if j not in rows)
+
+
+def test_encode_into_integer_inputs_goes_through_a_copy(rng):
+    code = letcc.LeTCC(3, 5)
+    X = rng.integers(0, 9, size=(3, 2, 4))
+    slots = _Slots(code.N, 2, (4,))
+    assert encode_into(code, X, slots, [0, 1]) is None       # every slot, in the encode's dtype
+    np.testing.assert_array_equal(slots.buf, np.asarray(code.encode(X)))
