@@ -25,21 +25,36 @@ def threads():
     letcc.set_num_threads(before)
 
 
-def _plan_kernels():
+def plan_kernel_runs(name) -> bool:
+    """Whether this CPU/build runs the banded plan kernel `name` (probed with
+    letcc.set_plan_kernel, which refuses a kernel the CPU lacks)."""
     import letcc
 
-    avx2 = letcc.plan_kernel() == "avx2"
-    return ["generic", pytest.param("avx2", marks=pytest.mark.skipif(
-        not avx2, reason=f"this CPU/build runs {letcc.plan_kernel()}, not the AVX2 kernel"))]
+    before = letcc.plan_kernel()
+    try:
+        letcc.set_plan_kernel(name)
+        return True
+    except ValueError:
+        return False
+    finally:
+        letcc.set_plan_kernel("auto")
+        assert letcc.plan_kernel() == before
+
+
+def _plan_kernels():
+    return ["generic"] + [pytest.param(k, marks=pytest.mark.skipif(not plan_kernel_runs(k), reason=f"no {k} kernel here"))
+                          for k in ("avx2", "avx512")]
 
 
 @pytest.fixture(params=_plan_kernels())
 def kernel(request):
-    """Runs the test once per banded plan kernel (letcc.set_plan_kernel), then
-    restores the default: the generic one (any CPU) and the AVX2 one (where the
-    CPU has it)."""
+    """Runs the test once per banded plan kernel this CPU has (letcc.set_plan_kernel):
+    the generic one (any CPU), the AVX2 and the AVX-512 ones where the CPU has
+    their features; then restores the default."""
     import letcc
 
     letcc.set_plan_kernel(request.param)
+    assert letcc.plan_kernel() == (request.param if request.param != "generic"
+                                   else f"generic-{letcc.kernel_isa()}")
     yield request.param
     letcc.set_plan_kernel("auto")

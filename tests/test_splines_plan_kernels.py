@@ -12,36 +12,12 @@ from scipy.interpolate import make_smoothing_spline
 import letcc
 
 
-def _runs(name):
-    before = letcc.plan_kernel()
-    try:
-        letcc.set_plan_kernel(name)
-        return True
-    except ValueError:
-        return False
-    finally:
-        letcc.set_plan_kernel("auto")
-        assert letcc.plan_kernel() == before
+from conftest import plan_kernel_runs
 
-
-HAS_AVX2 = _runs("avx2")
-HAS_AVX512 = _runs("avx512")
+HAS_AVX2 = plan_kernel_runs("avx2")
+HAS_AVX512 = plan_kernel_runs("avx512")
 # The hand-written kernels this CPU runs, besides the generic one.
 INTRINSICS = [k for k, ok in (("avx2", HAS_AVX2), ("avx512", HAS_AVX512)) if ok]
-
-
-@pytest.fixture(params=["generic",
-                        pytest.param("avx2", marks=pytest.mark.skipif(not HAS_AVX2, reason="no AVX2+FMA here")),
-                        pytest.param("avx512", marks=pytest.mark.skipif(
-                            not HAS_AVX512, reason="no AVX-512F+VL here (set_plan_kernel('avx512') refused)"))])
-def kernel(request):
-    """Runs the test once per banded plan kernel this CPU has (overrides
-    conftest's fixture of the same name, which knows generic and AVX2 only)."""
-    letcc.set_plan_kernel(request.param)
-    assert letcc.plan_kernel() == (request.param if request.param != "generic"
-                                   else f"generic-{letcc.kernel_isa()}")
-    yield request.param
-    letcc.set_plan_kernel("auto")
 
 
 def knots(rng, n):
