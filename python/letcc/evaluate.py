@@ -25,6 +25,12 @@ of LeTCC's spline decoder at once, for calibration), tested equal to
 Common random numbers: every scheme sees the same rounds and the same sets,
 and the noise added to the outputs of set j comes from the generator seeded
 with (noise_seed, j), so schemes with the same N see the same noise too.
+With ``adversaries=`` (a letcc.adversaries model), the outputs of set j are
+corrupted round by round, round b's adversaries and wrong values drawn from
+the generator seeded with (adversary_seed, j, 1) in round order, before the
+noise: schemes with the same N and output width see the same adversaries
+and the same wrong values. A code with ``adversaries`` > 0 is asked for the
+workers it flagged, scored against the true adversaries (precision, recall).
 Standard errors of a difference between two schemes are paired: the standard
 error of the per-(set, round) differences, which is much smaller than either
 scheme's own when both err on the same rounds.
@@ -38,12 +44,13 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from letcc._checks import as_int, as_real
+from letcc.adversaries import AdversaryModel, as_adversary_model
 from letcc.codes._arrays import is_torch_tensor
 from letcc.stragglers import FixedCount, StragglerModel
 
 __all__ = [
     "host64", "group_inputs", "ungroup", "group_labels", "exact_outputs", "coded_outputs",
-    "draw_sets", "fixed_count_sets", "sets_by_count", "SetErrors", "decode_errors", "lam_grid_errors",
+    "draw_sets", "fixed_count_sets", "sets_by_count", "corrupt_rounds", "SetErrors", "decode_errors", "lam_grid_errors",
     "SchemeMetrics", "summarize", "paired_difference", "evaluate",
 ]
 
@@ -184,20 +191,41 @@ def _noisy(YF: np.ndarray, noise_sigma: float, noise_seed: int, set_id: int) -> 
     return YF + noise_sigma * np.random.default_rng([noise_seed, set_id]).standard_normal(YF.shape)
 
 
+def corrupt_rounds(YF: np.ndarray, avail: np.ndarray, adversaries: AdversaryModel, seed: int, set_id: int):
+    """(YF', adversarial): YF (n, B, m), the outputs of the workers `avail`
+    in B rounds, with every round's adversaries replaced (round b:
+    ``adversaries.corrupt`` with the (seed, set_id, 1) generator, rounds in
+    order); adversarial (B, n) bool, True where row i of round b was replaced."""
+    rng = np.random.default_rng([int(seed), int(set_id), 1])
+    out = np.array(YF, dtype=np.float64, copy=True)
+    mask = np.zeros((YF.shape[1], YF.shape[0]), dtype=bool)
+    for b in range(YF.shape[1]):
+        out[:, b], adv = adversaries.corrupt(YF[:, b], avail, rng)
+        mask[b] = np.isin(avail, adv)
+    return out, mask
+
+
 @dataclass
 class SetErrors:
     """One scheme decoded from n sets, B rounds each. ``mse`` (n, B): the
     per-round (1/K) sum_k ||f^(x_k) - f(x_k)||^2; ``correct`` (n, B): how many
     of the round's K argmaxes equal the labels (None without labels);
-    ``agree`` (n, B): how many equal the base model's own argmax."""
+    ``agree`` (n, B): how many equal the base model's own argmax. With
+    adversaries: ``adversarial`` (n, B) wrong answers in the round,
+    ``flagged`` / ``flagged_true`` (n, B) workers the code flagged / of them
+    truly adversarial (None for a code that does not flag)."""
     mse: np.ndarray
     correct: Optional[np.ndarray]
     agree: np.ndarray
     K: int
+    adversarial: Optional[np.ndarray] = None
+    flagged: Optional[np.ndarray] = None
+    flagged_true: Optional[np.ndarray] = None
 
 
 def decode_errors(code, outputs: np.ndarray, exact: np.ndarray, sets: Sequence, labels=None,
-                  noise_sigma: float = 0.0, noise_seed: int = 0) -> SetErrors:
+                  noise_sigma: float = 0.0, noise_seed: int = 0, adversaries: Optional[AdversaryModel] = None,
+                  adversary_seed: int = 0) -> SetErrors:
     """Decode every round from every set through ``code.decode``.
 
     outputs (N, B, m) from coded_outputs with the same code's encoder, exact
@@ -206,29 +234,50 @@ def decode_errors(code, outputs: np.ndarray, exact: np.ndarray, sets: Sequence, 
     docstring for the noise. A code whose decode is a linear map fixed by
     the set (``code.linear_in_outputs``, letcc.codes.Code) decodes all B
     rounds of a set in one call; any other (GCV, outlier tests) round by
-    round, as the runtime decodes them.
+    round, as the runtime decodes them. ``adversaries``: see the module
+    docstring (corrupt_rounds); a code with ``adversaries`` > 0 is decoded
+    with ``return_flagged=True`` and its flags counted.
     """
+    adversaries = as_adversary_model(adversaries)
     K, B = exact.shape[:2]
     base_pred = exact.argmax(-1)
     n = len(sets)
     mse = np.empty((n, B))
     agree = np.empty((n, B), dtype=np.int64)
     correct = None if labels is None else np.empty((n, B), dtype=np.int64)
+    flags = bool(getattr(code, "adversaries", 0))
+    n_adv = np.zeros((n, B), dtype=np.int64) if adversaries is not None else None
+    n_flag = np.zeros((n, B), dtype=np.int64) if flags else None
+    n_true = np.zeros((n, B), dtype=np.int64) if flags else None
     for j, avail in enumerate(sets):
         avail = np.asarray(getattr(avail, "available", avail), dtype=np.int64)
-        YF = _noisy(outputs[avail], noise_sigma, noise_seed, j)
-        if code.linear_in_outputs:
+        YF = outputs[avail]
+        mask = None
+        if adversaries is not None:
+            YF, mask = corrupt_rounds(YF, avail, adversaries, adversary_seed, j)
+            n_adv[j] = mask.sum(axis=1)
+        YF = _noisy(YF, noise_sigma, noise_seed, j)
+        if code.linear_in_outputs and not flags:
             est = np.asarray(code.decode(YF, avail), dtype=np.float64).reshape(exact.shape)
         else:
-            est = np.stack([np.asarray(code.decode(YF[:, b], avail), dtype=np.float64).reshape(K, -1)
-                            for b in range(B)], axis=1)
+            rows = []
+            for b in range(B):
+                if flags:
+                    e, fl = code.decode(YF[:, b], avail, return_flagged=True)
+                    n_flag[j, b] = fl.size
+                    if mask is not None:
+                        n_true[j, b] = np.count_nonzero(np.isin(fl, avail[mask[b]]))
+                else:
+                    e = code.decode(YF[:, b], avail)
+                rows.append(np.asarray(e, dtype=np.float64).reshape(K, -1))
+            est = np.stack(rows, axis=1)
         d = est - exact
         mse[j] = np.einsum("kbm,kbm->b", d, d) / K
         pred = est.argmax(-1)
         agree[j] = np.count_nonzero(pred == base_pred, axis=0)
         if labels is not None:
             correct[j] = np.count_nonzero(pred == labels, axis=0)
-    return SetErrors(mse, correct, agree, K)
+    return SetErrors(mse, correct, agree, K, n_adv, n_flag, n_true)
 
 
 def lam_grid_errors(beta: np.ndarray, alpha: np.ndarray, outputs: np.ndarray, exact: np.ndarray,
@@ -294,6 +343,8 @@ class SchemeMetrics:
     lam_enc: Optional[float] = None
     lam_dec: Optional[Union[float, str]] = None
     rel_acc_se: Optional[float] = None  # standard error of rel_acc (over rounds x sets)
+    flag_precision: Optional[float] = None  # flagged workers that were adversarial / flagged (codes that flag)
+    flag_recall: Optional[float] = None     # adversaries flagged / adversaries (with an adversary model)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -315,8 +366,15 @@ def summarize(name: str, errors: SetErrors, exact: np.ndarray, labels=None) -> S
         if base > 0:
             rel = acc / base
             rel_se = _se(errors.correct / (K * base))
+    precision = recall = None
+    if errors.flagged is not None:
+        flagged, hits = int(errors.flagged.sum()), int(errors.flagged_true.sum())
+        precision = hits / flagged if flagged else None
+        if errors.adversarial is not None and errors.adversarial.sum() > 0:
+            recall = hits / int(errors.adversarial.sum())
     return SchemeMetrics(name, float(errors.mse.mean()), _se(errors.mse), acc, base, rel, B, n,
-                         agreement=float(errors.agree.sum()) / (n * K * B), rel_acc_se=rel_se)
+                         agreement=float(errors.agree.sum()) / (n * K * B), rel_acc_se=rel_se,
+                         flag_precision=precision, flag_recall=recall)
 
 
 def paired_difference(scheme: SetErrors, reference: SetErrors, exact: np.ndarray, labels=None) -> dict:
@@ -344,14 +402,17 @@ def paired_difference(scheme: SetErrors, reference: SetErrors, exact: np.ndarray
 
 
 def evaluate(schemes, outputs, exact: np.ndarray, sets, labels=None, *, reference: Optional[str] = None,
-             noise_sigma: float = 0.0, noise_seed: int = 0) -> dict:
+             noise_sigma: float = 0.0, noise_seed: int = 0, adversaries=None, adversary_seed: int = 0) -> dict:
     """Every named scheme decoded from the same sets: MSE / RelAcc per S.
 
     schemes: a code, or a mapping {name: code}; outputs: (N, B, m) worker
     outputs, or a mapping with one per name (a scheme's own encoder's:
     coded_outputs); exact (K, B, m); sets: a mapping {S: [answering sets]}
     (fixed_count_sets, sets_by_count), or a plain sequence of sets (grouped
-    here by S = N - |F|); labels (K, B) or None.
+    here by S = N - |F|); labels (K, B) or None. ``adversaries``: a
+    letcc.adversaries model corrupting every scheme's outputs with the same
+    draws (decode_errors), or a mapping {name: model or None} (None: that
+    scheme decodes honest outputs, e.g. an adversary-free reference).
 
     Returns {S: {"schemes": {name: SchemeMetrics}, "errors": {name: SetErrors},
     "vs_reference": {name: paired_difference(name, reference)}}} (the last
@@ -373,9 +434,13 @@ def evaluate(schemes, outputs, exact: np.ndarray, sets, labels=None, *, referenc
             F = np.asarray(getattr(F, "available", F), dtype=np.int64)
             grouped.setdefault(next(iter(schemes.values())).N - int(F.size), []).append(F)
         sets = grouped
+    if not isinstance(adversaries, Mapping):
+        adversaries = {name: adversaries for name in schemes}
+    adversaries = {name: as_adversary_model(adversaries.get(name)) for name in schemes}
     result = {}
     for S in sorted(sets):
-        errs = {name: decode_errors(code, outputs[name], exact, sets[S], labels, noise_sigma, noise_seed)
+        errs = {name: decode_errors(code, outputs[name], exact, sets[S], labels, noise_sigma, noise_seed,
+                                    adversaries[name], adversary_seed)
                 for name, code in schemes.items()}
         entry = {"schemes": {name: summarize(name, e, exact, labels) for name, e in errs.items()},
                  "errors": errs}

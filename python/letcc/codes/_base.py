@@ -18,6 +18,10 @@
                               decoding many rounds stacked along Y's trailing axes
                               equals decoding each (an offline evaluator may then
                               decode them in one call)
+    code.adversaries          E, the wrong answers per decode the code tolerates (0: none).
+                              Codes with E > 0 (LeTCC, BACC) take
+                              decode(Y, available, return_flagged=True) -> (estimates,
+                              flagged worker indices) and are not linear_in_outputs
 
 `available` holds worker indices 0..N-1 in any order (e.g. arrival order); row
 i of Y is the output of worker available[i].
@@ -52,6 +56,7 @@ class Code(ABC):
     beta: np.ndarray | None = None
     complete_needs_every_worker: bool = False
     linear_in_outputs: bool = True
+    adversaries: int = 0
 
     @abstractmethod
     def encode(self, X, out=None, rows=None):

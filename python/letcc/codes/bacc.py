@@ -18,7 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 from letcc.codes._base import Code, as_count
+from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._plan_cache import PlanCache
+from letcc.codes.robust import bw_locate, bw_needed, check_adversaries
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator
 
@@ -59,13 +61,25 @@ class BACC(Code):
     plan_cache_size : int
         How many decoder operators (one per available set) to keep; as many
         encoders for subsets of the workers (``encode(X, rows=...)``).
+    adversaries : int, default 0
+        E > 0: ApproxIFER's decoder. The Berlekamp-Welch locator
+        (letcc.codes.robust) flags E answers (error-locator values voted
+        across the output coordinates), they are dropped and the rest
+        Berrut-decoded. Needs 2K + 2E - 1 answers (N >= 2K + 2E - 1;
+        ``can_decode`` is False for fewer answers and ``decode`` raises a
+        ValueError saying how many it needs). ``decode(...,
+        return_flagged=True)`` also returns the flagged workers; all of Y's
+        trailing axes are one round.
 
-    Decodes from any non-empty set of workers (one worker gives a constant).
+    With adversaries=0, decodes from any non-empty set of workers (one worker
+    gives a constant).
     """
 
-    def __init__(self, K, N, alpha=None, beta=None, plan_cache_size: int = 128):
+    def __init__(self, K, N, alpha=None, beta=None, plan_cache_size: int = 128, adversaries=0):
         self.K = as_count(K, "K")
         self.N = as_count(N, "N")
+        self.adversaries = check_adversaries(adversaries, self.N, (self.N - 2 * self.K + 1) // 2,
+                                             f"Berlekamp-Welch needs N >= 2K + 2E - 1 = {2 * self.K - 1} + 2E")
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
         self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
         self.encoder_matrix = berrut_matrix(self.alpha, self.beta)  # (N, K), fixed
@@ -106,15 +120,41 @@ class BACC(Code):
         inverse[order] = np.arange(order.shape[0])
         return M[:, inverse]
 
-    def decode(self, Y, available):
+    def decode(self, Y, available, return_flagged: bool = False):
+        """Y (len(available), ...) outputs of workers `available` (any order) -> (K, ...).
+        With ``return_flagged``: (estimates, flagged), flagged the sorted
+        int64 worker indices judged wrong and dropped (empty with adversaries=0)."""
         avail = self._available(available)
         Y = self._outputs(Y, avail)
-        return self._decode_rows(avail, Y, lambda srt, _: self._decoder_op(srt))
+        flagged = np.zeros(0, dtype=np.int64)
+        if self.adversaries:
+            need = bw_needed(self.K, self.adversaries)
+            if avail.size < need:
+                raise ValueError(f"BACC with adversaries={self.adversaries} needs 2K + 2E - 1 = {need} answers "
+                                 f"to locate wrong ones, got {avail.size}")
+            order = np.argsort(avail, kind="stable")
+            srt = avail[order]
+            Yh = to_host_2d(Y)[order].astype(np.float64, copy=False)
+            pos = bw_locate(self.beta[srt], Yh, self.K, self.adversaries)
+            flagged = np.sort(srt[pos])
+            keep_rows = np.sort(order[np.setdiff1d(np.arange(srt.size), pos)])
+            avail, Y = avail[keep_rows], take_rows(Y, keep_rows)
+        est = self._decode_rows(avail, Y, lambda srt, _: self._decoder_op(srt))
+        return (est, flagged) if return_flagged else est
 
     def can_decode(self, available) -> bool:
-        return self._available(available, allow_empty=True).size > 0
+        n = self._available(available, allow_empty=True).size
+        return n >= (bw_needed(self.K, self.adversaries) if self.adversaries else 1)
+
+    @property
+    def linear_in_outputs(self) -> bool:
+        return not self.adversaries          # the locator looks at the outputs
 
     complete_needs_every_worker = True      # every answer changes the estimate
 
     def is_complete(self, available) -> bool:
         return self._available(available, allow_empty=True).size == self.N
+
+    def __repr__(self) -> str:
+        adv = f", adversaries={self.adversaries}" if self.adversaries else ""
+        return f"BACC(K={self.K}, N={self.N}{adv})"

@@ -15,7 +15,9 @@ import numpy as np
 
 from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._base import Code, as_count
+from letcc._checks import as_real
 from letcc.codes._plan_cache import PlanCache
+from letcc.codes.robust import DetectionSplines, check_adversaries, spline_locate
 from letcc.codes.lam_defaults import local_gap_rows, resolve_lam_dec, resolve_lam_enc
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv, smoother_rows
@@ -77,6 +79,23 @@ class LeTCC(Code):
     plan_cache_size : int
         How many decoder plans to keep (least recently used dropped first);
         as many encoders for subsets of the workers (``encode(X, rows=...)``).
+    adversaries : int, default 0
+        E, the wrong answers per decode to tolerate. 0 is the plain decoder.
+        E > 0: before decoding, the spline locator (letcc.codes.robust)
+        erases up to E answers, one at a time, each the answer with the
+        largest leave-one-out residual of a detection smoothing spline
+        (pooled over all outputs), and the remaining answers are decoded
+        exactly as the plain decoder decodes that set. Costs O(E n m) more
+        per decode. At least 3 answers are always kept: with n answers at
+        most min(E, n - 3) are erased (fewer than 4 answers: none, the plain
+        decode). ``decode(..., return_flagged=True)`` also returns the erased
+        workers. All of Y's trailing axes are one round: a flagged worker is
+        erased for all of them.
+    flag_threshold : float or None, default None
+        None: always erase E answers (ApproxIFER's rule). A number t > 0:
+        erase an answer only when its score exceeds t^2 times the median
+        score (a z-rule on the LOO residual norms), so that rounds without
+        wrong answers keep every answer.
 
     Attributes ``lam_enc`` (the float in use), ``lam_dec`` (as given) and
     ``last_lam_dec`` (the lam the latest decode used: a float, or a (K,)
@@ -84,9 +103,13 @@ class LeTCC(Code):
     """
 
     def __init__(self, K, N, lam_enc="auto", lam_dec="auto", alpha=None, beta=None,
-                 plan_cache_size: int = 128):
+                 plan_cache_size: int = 128, adversaries=0, flag_threshold=None):
         self.K = as_count(K, "K")
         self.N = as_count(N, "N")
+        self.adversaries = check_adversaries(adversaries, self.N, self.N - 3, "LeTCC keeps at least 3 answers")
+        self.flag_threshold = None if flag_threshold is None else as_real(flag_threshold, "flag_threshold", 0.0,
+                                                                          strict=True)
+        self._detection = DetectionSplines(plan_cache_size)
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
         self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
         self._lam_dec_kind, self._lam_dec_value = resolve_lam_dec(lam_dec, self.K, self.N)
@@ -206,13 +229,33 @@ class LeTCC(Code):
             lam = float(lam[0])  # one lam after all: the banded spline plan
         return SplineSmoother(beta_av, self.alpha, lam=lam), lam
 
-    def decode(self, Y, available):
-        """Y (len(available), ...) outputs of workers `available` (any order) -> (K, ...)."""
+    def decode(self, Y, available, return_flagged: bool = False):
+        """Y (len(available), ...) outputs of workers `available` (any order) -> (K, ...).
+        With ``return_flagged``: (estimates, flagged), flagged the sorted
+        int64 worker indices judged wrong and left out (always empty with
+        adversaries=0)."""
         avail = self._available(available)
         Y = self._outputs(Y, avail)
+        if self.adversaries:
+            avail, Y, flagged = self._erase_flagged(avail, Y)
         # only a stated local-gap rule gives dense decoders without looking at
         # Y (a fixed lam is a banded plan; GCV and other policies may need Y)
-        return self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
+        est = self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
+        if return_flagged:
+            return est, (flagged if self.adversaries else np.zeros(0, dtype=np.int64))
+        return est
+
+    def _erase_flagged(self, avail: np.ndarray, Y):
+        """(avail', Y', flagged): the spline locator's erasures removed."""
+        order = np.argsort(avail, kind="stable")
+        srt = avail[order]
+        Yh = to_host_2d(Y)[order].astype(np.float64, copy=False)
+        pos = spline_locate(self.beta[srt], Yh, self.adversaries, self._detection, self.flag_threshold)
+        if pos.size == 0:
+            return avail, Y, np.zeros(0, dtype=np.int64)
+        flagged = np.sort(srt[pos])
+        keep_rows = np.sort(order[np.setdiff1d(np.arange(srt.size), pos)])   # rows of Y kept, Y's order
+        return avail[keep_rows], take_rows(Y, keep_rows), flagged
 
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0
@@ -223,10 +266,12 @@ class LeTCC(Code):
     def linear_in_outputs(self) -> bool:
         # a fixed lam or a stated local-gap rule: a linear map fixed by the set.
         # GCV looks at the outputs; any other policy may answer None (GCV) for a set.
-        return self._lam_dec_kind in ("fixed", "local_gap")
+        # the robust decoder looks at the outputs (which answers to erase).
+        return self._lam_dec_kind in ("fixed", "local_gap") and not self.adversaries
 
     def is_complete(self, available) -> bool:
         return self._available(available, allow_empty=True).size == self.N
 
     def __repr__(self) -> str:
-        return f"LeTCC(K={self.K}, N={self.N}, lam_enc={self.lam_enc!r}, lam_dec={self.lam_dec!r})"
+        adv = f", adversaries={self.adversaries}" if self.adversaries else ""
+        return f"LeTCC(K={self.K}, N={self.N}, lam_enc={self.lam_enc!r}, lam_dec={self.lam_dec!r}{adv})"

@@ -1,0 +1,175 @@
+"""Decoding that survives wrong answers: the two locators the codes use with
+``adversaries=E``.
+
+Spline locator (LeTCC's robust decoder), O(E n m) per decode
+-------------------------------------------------------------
+For the answering nodes b_1 < ... < b_n and outputs Y (n, m), a *detection*
+smoothing spline with lam = letcc.splines.gcv.lam_scale(b) (the lam at which
+the Reinsch system's roughness penalty and data term weigh the same: about
+h^3 / 9 for spacing h, a local smoother of bandwidth ~ h) has hat matrix H.
+Its leave-one-out residuals are exact for a smoothing spline:
+
+    y_i - g^(-i)(b_i) = (y_i - (H y)_i) / (1 - H_ii)
+
+(g^(-i): the same spline fitted without point i; Green & Silverman 3.2), so
+the score of worker i, pooled over the m outputs,
+
+    s_i = sum_j (Y_ij - (H Y)_ij)^2 / (1 - H_ii)^2,
+
+is how far its answer lies from what every other answer predicts there. The
+locator takes the worker with the largest score, erases it, refits on the
+rest and repeats, E times (one at a time: two wrong answers side by side
+mask each other in a single pass), leaving at least 3 answers. H Y is one
+banded plan applied to Y (O(n m)); diag H comes from that plan's (n, n)
+matrix (O(n^2), independent of m, cached per answering set with the plan).
+
+With ``flag_threshold=t`` a worker is erased only when its score exceeds
+t^2 times the median score of that step (the usual robust z-rule on the LOO
+residual norms), so rounds without wrong answers keep their workers; with
+None (the default) E workers are always erased, as ApproxIFER does.
+
+Berlekamp-Welch locator (ApproxIFER's, for BACC), O(m n (2K + 2E)^2)
+--------------------------------------------------------------------
+Berrut's interpolant through K points is a rational function p/q with
+deg p, deg q <= K - 1. With E wrong answers among n, the error locator
+Lambda (degree E, zero at the wrong nodes) gives polynomials P = p Lambda and
+Q = q Lambda of degree <= K + E - 1 with P(z_i) = y_i Q(z_i) at every
+answering node. Fixing Q's constant coefficient to 1, the unknowns are the
+K + E coefficients of P and K + E - 1 of Q: per output coordinate j, the
+linear system
+
+    sum_a P_a z_i^a - y_ij sum_{a>=1} Q_a z_i^a = y_ij,      i = 1..n,
+
+needs n >= 2K + 2E - 1 answers (N = 2K + S + 2E - 1 workers for S
+stragglers, ApproxIFER's setting), solved in least squares when n is larger.
+In coordinate j the E nodes with the smallest |Q_j(z_i)| are the suspects;
+every coordinate votes, and the E workers with the most votes (ties: the
+smaller summed |Q| rank) are flagged, dropped, and the rest Berrut-decoded.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from letcc.codes._plan_cache import PlanCache
+from letcc.splines import SplineSmoother
+from letcc.splines.gcv import lam_scale
+
+__all__ = ["check_adversaries", "DetectionSplines", "spline_locate", "bw_needed", "bw_locator_values", "bw_locate"]
+
+
+# lam of the detection spline, in units of lam_scale (the Reinsch balance point)
+DETECTION_LAM_FACTOR = 1.0
+
+
+class AdversariesTypeError(TypeError, ValueError):
+    """adversaries= of the wrong kind: a TypeError (letcc's convention for the
+    wrong kind) that is also a ValueError (a bad adversaries value)."""
+
+
+def check_adversaries(E, N: int, maximum: int, why: str) -> int:
+    """E as an int in [0, max(maximum, 0)]; ValueError naming the value (and
+    `why` when it is too large)."""
+    if isinstance(E, (bool, np.bool_)) or not isinstance(E, numbers.Integral):
+        raise AdversariesTypeError(f"adversaries must be a non-negative integer (wrong answers per decode), "
+                                   f"got {type(E).__name__} {E!r}")
+    E_int = int(E)
+    if E_int < 0:
+        raise ValueError(f"adversaries must be >= 0, got {E!r}")
+    if E_int > max(maximum, 0):
+        raise ValueError(f"adversaries = {E!r} is too many for N = {N} workers: at most {max(maximum, 0)} ({why})")
+    return E_int
+
+
+class DetectionSplines:
+    """Per answering set (ascending nodes): the detection spline's plan at the
+    knots and 1 - diag H, cached."""
+
+    def __init__(self, maxsize: int = 128):
+        self._cache = PlanCache(maxsize)
+
+    def get(self, nodes: np.ndarray):
+        return self._cache.get(nodes.tobytes(), lambda: _detection_spline(nodes))
+
+
+def _detection_spline(nodes: np.ndarray):
+    lam = DETECTION_LAM_FACTOR * lam_scale(nodes, np.ones(nodes.shape[0]))
+    plan = SplineSmoother(nodes, nodes, lam=lam, method="banded")
+    one_minus_diag = 1.0 - np.diag(plan.matrix())
+    return plan, one_minus_diag
+
+
+def loo_scores(plan: SplineSmoother, one_minus_diag: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """s_i = ||y_i - (H Y)_i||^2 / (1 - H_ii)^2 for Y (n, m) float64."""
+    R = Y - plan(Y)
+    return np.einsum("ij,ij->i", R, R) / (one_minus_diag * one_minus_diag)
+
+
+def detection_knots(nodes: np.ndarray) -> np.ndarray:
+    """The detection spline's knots: -arccos(beta), ascending with beta. The
+    default worker nodes (Chebyshev points of the second kind) are equally
+    spaced there, so one lam smooths every part of the domain alike (on beta
+    itself the nodes crowd towards +-1, and one lam that suits the middle
+    over-smooths the ends)."""
+    return -np.arccos(np.clip(nodes, -1.0, 1.0))
+
+
+def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSplines,
+                  flag_threshold=None) -> np.ndarray:
+    """Positions (into the ascending `nodes` / rows of Y (n, m) float64) of the
+    workers the spline locator erases, in the order erased (at most
+    min(E, n - 3))."""
+    n = nodes.shape[0]
+    t = detection_knots(nodes)
+    keep = np.arange(n)
+    erased = []
+    for _ in range(min(E, n - 3)):
+        plan, omd = splines.get(np.ascontiguousarray(t[keep]))
+        s = loo_scores(plan, omd, Y[keep] if len(erased) else Y)
+        i = int(np.argmax(s))
+        if flag_threshold is not None and not s[i] > flag_threshold * flag_threshold * np.median(s):
+            break
+        erased.append(int(keep[i]))
+        keep = np.delete(keep, i)
+    return np.array(erased, dtype=np.int64)
+
+
+def bw_needed(K: int, E: int) -> int:
+    """Answers the Berlekamp-Welch locator needs for K inputs and E adversaries."""
+    return 2 * K + 2 * E - 1
+
+
+def bw_locator_values(nodes: np.ndarray, Y: np.ndarray, K: int, E: int) -> np.ndarray:
+    """|Q_j(z_i)| (m, n): the fitted Q of every output coordinate j at every
+    answering node (ascending `nodes`, Y (n, m) float64)."""
+    n, m = Y.shape
+    d = K + E                                   # coefficients of P; Q has d - 1 free ones
+    V = np.vander(nodes, d, increasing=True)    # (n, d): z^0 .. z^(d-1)
+    # A_j = [V, -diag(y_j) V[:, 1:]],  rhs y_j
+    A = np.empty((m, n, 2 * d - 1))
+    A[:, :, :d] = V
+    A[:, :, d:] = -Y.T[:, :, None] * V[None, :, 1:]
+    rhs = Y.T[:, :, None]
+    # column scaling (each unknown's column to unit norm) before the least squares
+    scale = np.sqrt(np.einsum("mnk,mnk->mk", A, A))
+    scale[scale == 0.0] = 1.0
+    As = A / scale[:, None, :]
+    Qm, Rm = np.linalg.qr(As)
+    coef = np.linalg.solve(Rm, np.swapaxes(Qm, 1, 2) @ rhs)[:, :, 0] / scale   # (m, 2d - 1)
+    q = np.concatenate([np.ones((m, 1)), coef[:, d:]], axis=1)                 # (m, d)
+    return np.abs(q @ V.T)                                                     # (m, n)
+
+
+def bw_locate(nodes: np.ndarray, Y: np.ndarray, K: int, E: int) -> np.ndarray:
+    """Positions (into ascending nodes / rows of Y) of the E workers the
+    Berlekamp-Welch locator flags, by votes across the m output coordinates."""
+    n = nodes.shape[0]
+    if E == 0:
+        return np.zeros(0, dtype=np.int64)
+    Qabs = bw_locator_values(nodes, Y, K, E)
+    ranks = np.argsort(np.argsort(Qabs, axis=1, kind="stable"), axis=1, kind="stable")   # 0 = smallest |Q|
+    votes = np.count_nonzero(ranks < E, axis=0)
+    rank_sum = ranks.sum(axis=0)
+    order = np.lexsort((np.arange(n), rank_sum, -votes))
+    return np.sort(order[:E]).astype(np.int64)
