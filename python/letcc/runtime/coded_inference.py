@@ -59,6 +59,8 @@ import time
 
 import numpy as np
 
+from letcc.adversaries import as_adversary_model
+
 from letcc._checks import as_int, as_real
 from letcc.runtime._devices import resolve_devices
 from letcc.runtime.encode_into import encode_into
@@ -101,11 +103,12 @@ class _Round:
 
     __slots__ = ("id", "B", "t_call", "errors", "stale", "delays", "count", "deadline", "never", "virtual",
                  "master_delays", "sleep_s", "workers", "sent", "failed", "waiter", "decision", "decoded",
-                 "t_encode", "t0", "t_wait", "t_decode")
+                 "t_encode", "t0", "t_wait", "t_decode", "adversarial", "flagged")
 
     def __init__(self, B: int, t_call: float, errors: dict, stale: int):
         self.B, self.t_call, self.errors, self.stale = B, t_call, errors, stale
         self.waiter = self.decision = self.t_decode = None
+        self.adversarial = self.flagged = ()
 
     def to_send(self, ready) -> list:
         """The ready workers that are sent the round (virtual delays: not those
@@ -143,6 +146,12 @@ class CodedInference(WorkerPool):
         Apply the injected delays on the master as virtual release times
         (deterministic, no sleeping) or as real sleeps inside the workers.
     seed : int, np.random.Generator or None — the straggler draws' randomness
+    adversaries : letcc.adversaries model or None (simulation)
+        Corrupts the answering workers' outputs of every round before the
+        decode (its draws from ``adversary_rng``, a Generator derived from
+        ``seed`` at construction); ``last_round.adversarial`` names them. A
+        code built with ``adversaries=E`` reports the workers it judged wrong
+        in ``last_round.flagged`` (with or without this simulation).
     hang_timeout : seconds a worker may stay silent on a task (beyond its injected
         sleep) before it counts as hung: erased, killed and replaced
     startup_timeout : seconds to wait for the workers to build their models
@@ -164,7 +173,7 @@ class CodedInference(WorkerPool):
                  deadline=None, *, simulate: str = "virtual", seed=None, hang_timeout: float = 60.0,
                  startup_timeout: float = 120.0, chunk_rows: int | None = None,
                  threads_per_worker: int | None = None, start_method: str | None = None,
-                 ray_options: dict | None = None):
+                 ray_options: dict | None = None, adversaries=None):
         if not callable(model_factory):
             raise TypeError(f"model_factory must be a callable that builds the model, got {model_factory!r}")
         _check_code(code)
@@ -180,6 +189,8 @@ class CodedInference(WorkerPool):
         self.hang_timeout = as_real(hang_timeout, "hang_timeout", 0, strict=True, finite=False)
         self.startup_timeout = as_real(startup_timeout, "startup_timeout", 0, strict=True, finite=False)
         self.rng = np.random.default_rng(seed)
+        self.adversaries = as_adversary_model(adversaries)
+        self.adversary_rng = np.random.default_rng(self.rng.integers(2 ** 63)) if self.adversaries else None
         self._round = 0
         self.last_round: RoundInfo | None = None
         super().__init__(backend, model_factory, resolve_devices(devices, self.N), threads_per_worker,
@@ -350,7 +361,15 @@ class CodedInference(WorkerPool):
 
     def _decode(self, rnd: _Round, Y) -> np.ndarray:
         """decode: the estimates, back in the caller's row order (B*K, ...)."""
-        est = np.asarray(self.code.decode(Y, rnd.decoded))
+        if self.adversaries is not None:
+            Y, adv = self.adversaries.corrupt(Y, rnd.decoded, self.adversary_rng)
+            rnd.adversarial = tuple(int(j) for j in adv)
+        if getattr(self.code, "adversaries", 0):
+            est, flagged = self.code.decode(Y, rnd.decoded, return_flagged=True)
+            rnd.flagged = tuple(int(j) for j in flagged)
+            est = np.asarray(est)
+        else:
+            est = np.asarray(self.code.decode(Y, rnd.decoded))
         out = np.ascontiguousarray(est.swapaxes(0, 1)).reshape((rnd.B * self.K,) + est.shape[2:])
         rnd.t_decode = time.perf_counter()
         return out
@@ -377,7 +396,8 @@ class CodedInference(WorkerPool):
             round_id=rnd.id, groups=rnd.B, dispatched=tuple(rnd.workers), answered=tuple(answered),
             failed=rnd.failed, errors=rnd.errors, delays=rnd.delays, latencies=lat,
             decided_at=decision.at if decision else float("nan"), rule=decision.rule if decision else "",
-            t_encode=rnd.t_encode - rnd.t_call, stale=rnd.stale, replaced=replaced, **extra)
+            t_encode=rnd.t_encode - rnd.t_call, stale=rnd.stale, replaced=replaced,
+            adversarial=rnd.adversarial, flagged=rnd.flagged, **extra)
 
     def _wait(self, rnd: _Round):
         """Feed events to the round's waiter until it decides; the Decision."""

@@ -36,6 +36,9 @@ class RoundInfo:
         up to the master's own overhead)
     stale : messages of older rounds dropped during this round
     replaced : workers whose replacement process was started after this round
+    adversarial : workers whose outputs the simulated adversary model
+        (CodedInference(adversaries=...)) replaced this round
+    flagged : workers the code (adversaries=E) judged wrong and left out
     """
 
     round_id: int
@@ -55,6 +58,8 @@ class RoundInfo:
     virtual_latency: float = float("nan")
     stale: int = 0
     replaced: tuple = ()
+    adversarial: tuple = ()
+    flagged: tuple = ()
 
     @property
     def late(self) -> tuple:
