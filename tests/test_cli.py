@@ -105,6 +105,13 @@ def test_demo_runs_coded_inference_and_reports_all_three_schemes(capsys, tmp_pat
         assert s["workers"] == N and s["waits_for"] == f"first {N - S} of {N}"
         assert len(s["answered"]) == rounds and all(len(a) == N - S for a in s["answered"])
         assert 0 <= s["mse"] <= 2 and 0 <= s["rel_acc"] <= 1 / res["base_accuracy"]
+    for s in res["schemes"].values():        # standard errors beside MSE and RelAcc
+        assert s["mse_se"] >= 0 and s["rel_acc_se"] >= 0
+    v = res["letcc_vs_bacc"]                  # paired over the same groups (letcc.evaluate.paired_difference)
+    assert v["groups"] == rounds * groups
+    for key in ("mse_reduction_pct", "mse_reduction_se", "rel_acc_gain_pts", "rel_acc_gain_se", "mse_z"):
+        assert v[key] is not None
+    assert set(v["within_noise"]) == {"mse", "rel_acc"}
     un = res["schemes"]["uncoded"]
     assert un["workers"] == K and all(len(a) == K for a in un["answered"])
     assert un["mse"] < 1e-10 and un["rel_acc"] == 1.0      # uncoded is the model itself
@@ -118,7 +125,8 @@ def test_demo_runs_coded_inference_and_reports_all_three_schemes(capsys, tmp_pat
     from letcc.experiments.demo import format_demo
 
     text = format_demo(res)
-    for word in ("LeTCC", "BACC", "uncoded", "RelAcc", "latency", "figure written to", "not the paper's"):
+    for word in ("LeTCC", "BACC", "uncoded", "RelAcc", "latency", "figure written to", "not the paper's",
+                 "+-", "paired over the same 4 groups"):
         assert word in text
 
 

@@ -16,23 +16,35 @@ Typical master code::
     f = factory()                                 # the same call inside each worker
     probs = f(X)
 """
-from letcc.experiments.data import (
-    DATASETS, DatasetUnavailable, data_root, dataset_fingerprint, dataset_info, is_available,
-    load_dataset,
-)
-from letcc.experiments.factory import (
-    LoadedModel, ModelFactory, describe, ensure_weights, load_model, make_factory, training_dataset,
-)
-from letcc.experiments.models import MODELS, build_model, get_spec
-from letcc.experiments.training import TrainConfig, accuracy, train_model
-from letcc.experiments.weights_cache import CorruptWeightsError, StaleWeightsError, cache_dir
+from __future__ import annotations
 
-__all__ = [
-    "DATASETS", "DatasetUnavailable", "data_root", "dataset_fingerprint", "dataset_info",
-    "is_available", "load_dataset",
-    "LoadedModel", "ModelFactory", "describe", "ensure_weights", "load_model", "make_factory",
-    "training_dataset",
-    "MODELS", "build_model", "get_spec",
-    "TrainConfig", "accuracy", "train_model",
-    "CorruptWeightsError", "StaleWeightsError", "cache_dir",
-]
+import importlib
+from typing import Any, List
+
+# public name -> submodule defining it, imported on first access (PEP 562), so that
+# ``import letcc.experiments`` and its numpy-only parts (evaluation, coded_points) work
+# without PyTorch; a name whose module needs a missing extra raises letcc._extras.MissingExtra,
+# whose message names the extra (``pip install "letcc[experiments]"``).
+_EXPORTS = {
+    "DATASETS": "data", "DatasetUnavailable": "data", "data_root": "data", "dataset_fingerprint": "data",
+    "dataset_info": "data", "is_available": "data", "load_dataset": "data",
+    "LoadedModel": "factory", "ModelFactory": "factory", "describe": "factory", "ensure_weights": "factory",
+    "load_model": "factory", "make_factory": "factory", "training_dataset": "factory",
+    "MODELS": "models", "build_model": "models", "get_spec": "models",
+    "TrainConfig": "training", "accuracy": "training", "train_model": "training",
+    "CorruptWeightsError": "weights_cache", "StaleWeightsError": "weights_cache", "cache_dir": "weights_cache",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f"letcc.experiments.{_EXPORTS[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'letcc.experiments' has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

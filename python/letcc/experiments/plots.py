@@ -32,8 +32,9 @@ def _style(names) -> dict:
 
 
 def _pyplot():
-    import matplotlib
+    from letcc._extras import require
 
+    matplotlib = require("matplotlib", "letcc.experiments.plots")
     matplotlib.use("Agg", force=True)  # files only; never needs a display
     import matplotlib.pyplot as plt
 

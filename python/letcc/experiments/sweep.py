@@ -96,9 +96,9 @@ def train_config(name: str, overrides: Optional[Dict]):
     return dataclasses.replace(spec.train_recipes[training_dataset(spec.name)], **overrides)
 
 
-def prepare_model(name: str, *, device: str = "cpu", progress: bool = True, cache=None,
+def prepare_model(name: str, *, device: str = "cpu", progress: Optional[bool] = None, cache=None,
                   train_overrides: Optional[Dict] = None, train_threads: Optional[int] = None,
-                  ) -> Tuple[Callable, Dict]:
+                  log: Optional[Callable[[str], None]] = None) -> Tuple[Callable, Dict]:
     """(f, info): ``f`` maps numpy (n, C, H, W) [0, 1] pixels to softmax outputs in this process.
 
     Trains and caches the model on first use (progress bar); ``train_overrides`` changes
@@ -108,7 +108,7 @@ def prepare_model(name: str, *, device: str = "cpu", progress: bool = True, cach
     from letcc.experiments import ModelFactory, ensure_weights
 
     info = ensure_weights(name, cache=cache, progress=progress, device=device,
-                          config=train_config(name, train_overrides), num_threads=train_threads)
+                          config=train_config(name, train_overrides), num_threads=train_threads, log=log)
     factory = ModelFactory(name, device=device, cache=None if cache is None else str(cache),
                            expected_sha256=info.get("sha256"))
     return factory(), info
@@ -175,18 +175,19 @@ def summarize(rows: Sequence[Dict]) -> Dict:
 
 def run_sweep(model: str, *, K: int = 8, N: int = 24, stragglers: Sequence[int] = range(0, 13, 2),
               rounds: int = 32, draws: int = 20, lam="tuned", calib_rounds: int = 8, seed: int = 0,
-              device: str = "cpu", data: Optional[str] = None, progress: bool = True, cache=None,
+              device: str = "cpu", data: Optional[str] = None, progress: Optional[bool] = None, cache=None,
               prepared: Optional[Tuple[Callable, Dict]] = None, train_overrides: Optional[Dict] = None,
-              train_threads: Optional[int] = None) -> Dict:
+              train_threads: Optional[int] = None, log: Optional[Callable[[str], None]] = None) -> Dict:
     """LeTCC vs BACC on ``model`` for every S in ``stragglers``; a JSON-ready dict.
 
     ``prepared``: an (f, info) from :func:`prepare_model` to reuse (the table does).
+    ``progress``: bars (None: only on a terminal); ``log``: one line per stage.
     """
     lam = parse_lam(lam)
     t0 = time.perf_counter()
     if prepared is None:
         prepared = prepare_model(model, device=device, progress=progress, cache=cache,
-                                 train_overrides=train_overrides, train_threads=train_threads)
+                                 train_overrides=train_overrides, train_threads=train_threads, log=log)
     f, info = prepared
     X, labels, calib, dataset, calib_name = evaluation_data(
         info, rounds=rounds, K=K, data=data, calib_rounds=calib_rounds if lam == "tuned" else 0)
@@ -199,7 +200,7 @@ def run_sweep(model: str, *, K: int = 8, N: int = 24, stragglers: Sequence[int] 
         lam_note = (f"lam tuned on {calib_name!r} train images: the evaluation data {dataset!r} has no train "
                     f"split, so the tuned lam comes from another image distribution")
     results = compare(f, X, labels, K, N, list(stragglers), lam=lam_used, calib=calib, n_draws=draws,
-                      seed=seed, progress=progress, desc=f"{info['name']} K={K} N={N}")
+                      seed=seed, progress=progress, desc=f"{info['name']} K={K} N={N}", log=log)
     rows = [r.to_dict() for r in results]
     return {
         "kind": "sweep",

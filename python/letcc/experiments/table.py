@@ -58,8 +58,8 @@ def parse_models(spec) -> List[Tuple[str, Optional[str]]]:
 
 def run_table(models=DEFAULT_MODELS, configs: Sequence[Tuple[int, int, int]] = DEFAULT_CONFIGS, *,
               rounds: int = 32, draws: int = 20, lam="tuned", calib_rounds: int = 8, seed: int = 0,
-              device: str = "cpu", progress: bool = True, cache=None, train_overrides=None,
-              train_threads=None) -> Dict:
+              device: str = "cpu", progress: Optional[bool] = None, cache=None, train_overrides=None,
+              train_threads=None, log=None) -> Dict:
     """Rows of (model, N, K, S) with both schemes' MSE and RelAcc; a JSON-ready dict with markdown."""
     t0 = time.perf_counter()
     rows: List[Dict] = []
@@ -68,11 +68,12 @@ def run_table(models=DEFAULT_MODELS, configs: Sequence[Tuple[int, int, int]] = D
     for name, data in parse_models(models):
         if name not in prepared:
             prepared[name] = prepare_model(name, device=device, progress=progress, cache=cache,
-                                           train_overrides=train_overrides, train_threads=train_threads)
+                                           train_overrides=train_overrides, train_threads=train_threads,
+                                           log=log)
         for N, K, S in configs:
             res = run_sweep(name, K=K, N=N, stragglers=[S], rounds=rounds, draws=draws, lam=lam,
                             calib_rounds=calib_rounds, seed=seed, device=device, data=data,
-                            progress=progress, prepared=prepared[name])
+                            progress=progress, prepared=prepared[name], log=log)
             notes[res["model"]["name"]] = res["model"]["note"]
             r = res["results"][0]
             rows.append({"model": res["model"]["name"], "weights": res["model"]["weights"],

@@ -14,8 +14,13 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as _exc:
+    from letcc._extras import missing_extra
+
+    raise missing_extra("torch", "letcc.experiments.training") from _exc
 
 
 @dataclass(frozen=True)
@@ -93,7 +98,7 @@ def one_cycle(total_steps: int, pct_start: float):
 
 
 def train_model(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor,
-                cfg: TrainConfig, *, progress: bool = True, desc: str = "training",
+                cfg: TrainConfig, *, progress: Optional[bool] = None, desc: str = "training",
                 device: str = "cpu", num_threads: Optional[int] = None) -> TrainResult:
     """Train ``model`` in place on (images, labels); returns timing and the last epoch's loss.
 
@@ -114,7 +119,7 @@ def train_model(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tens
         raise ValueError(f"images ({images.shape[0]}) and labels ({labels.shape[0]}) differ in length")
     if images.shape[0] == 0:
         raise ValueError("no training images")
-    from tqdm.auto import tqdm
+    from letcc.experiments._progress import progress_bar
 
     n = images.shape[0]
     steps_per_epoch = -(-n // cfg.batch_size)
@@ -126,7 +131,7 @@ def train_model(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tens
         model.to(device).train()
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, one_cycle(total, cfg.pct_start))
-        bar = tqdm(total=total, desc=desc, disable=not progress, unit="step", leave=False)
+        bar = progress_bar(total=total, desc=desc, progress=progress, unit="step")
         epoch_loss = float("nan")
         try:
             for epoch in range(cfg.epochs):
