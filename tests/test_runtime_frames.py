@@ -156,7 +156,7 @@ def test_binary_messages_round_trip_and_read_as_connection_frames(pipe):
 
     r, w = pipe
     reader = FrameReader(r)
-    cases = [(1, 4, 0.0, None), (2**40, 1, 0.25, 3), (7, 1000, float("inf"), 1)]
+    cases = [(1, 4, 0.0, None, 0, 0), (2**40, 1, 0.25, 3, 15, 2), (7, 1000, float("inf"), 1, 3, 31)]
     for case in cases:
         write_all(w, task_frame(*case))
         data = reader.recv()
@@ -171,7 +171,7 @@ def test_binary_messages_round_trip_and_read_as_connection_frames(pipe):
     a, b = mp.Pipe(duplex=False)
     try:
         write_all(b.fileno(), task_frame(5, 2, 0.0, None))
-        assert parse_task(a.recv_bytes()) == (5, 2, 0.0, None)
+        assert parse_task(a.recv_bytes()) == (5, 2, 0.0, None, 0, 0)
     finally:
         a.close()
         b.close()

@@ -18,6 +18,26 @@ One round, as the master drives it::
     Y = backend.outputs(answered, b)
     backend.cancel(late workers); backend.restart_dead()
 
+Rounds in flight (letcc.serving's CodedServer): a backend built with
+``rounds_in_flight=R`` keeps R ring slots, each with its own input and output
+rows for every worker. ``input_view``, ``submit``, ``outputs`` and ``cancel``
+take the ring slot (``ring=``, 0 by default: CodedInference uses one slot).
+The contract, for any R:
+
+- a worker works through its tasks in the order they were submitted; a task
+  whose round was cancelled (``cancel(workers, ring)``) is dropped before it
+  starts, between chunks and while sleeping, and the worker goes on with the
+  next one (the answer is "cancelled" or nothing);
+- every "done" carries its round id; the output rows of ring slot k read by
+  ``outputs(workers, b, k)`` are those of the latest round submitted to slot k,
+  once that round's "done" arrived from each of `workers`: a late answer of an
+  older round never overwrites them (the master reuses slot k only after the
+  round in it is over; its answers are then stale, and dropped by round id);
+- an answer may be reported twice (a "done" counted in shared memory just as
+  the next round is submitted): the master ignores the second;
+- ``wake()`` (any thread) makes a ``poll()`` in progress return soon, with or
+  without events: the server's submit() wakes its dispatcher this way.
+
 Events (``Event.kind``; ``round`` is -1 for those not tied to a round):
 
     ready       worker is up (payload: (pid,))
@@ -75,10 +95,14 @@ class Backend(ABC):
 
     # ---- inputs and outputs ----------------------------------------------
 
+    ring: int = 1      # ring slots: rounds that may be in flight at once
+
     @abstractmethod
-    def input_view(self, b: int, row_shape, dtype) -> tuple[np.ndarray, bool]:
-        """(an (n, b, *row_shape) array to encode this round's inputs into, whether
-        the output layout is unknown: then probe_send() a worker first)."""
+    def input_view(self, b: int, row_shape, dtype, ring: int = 0) -> tuple[np.ndarray, bool]:
+        """(an (n, b, *row_shape) array of ring slot `ring` to encode this round's
+        inputs into, whether the output layout is unknown: then probe_send() a
+        worker first). A new b, shape or dtype may replace every slot's storage:
+        size it for the largest round before rounds are in flight."""
 
     @abstractmethod
     def set_input_slots(self, positions) -> None:
@@ -86,9 +110,9 @@ class Backend(ABC):
         or probe_send(): None = row j for worker j, else an (n,) int array (-1: none)."""
 
     @abstractmethod
-    def outputs(self, workers, b: int) -> np.ndarray:
+    def outputs(self, workers, b: int, ring: int = 0) -> np.ndarray:
         """The (len(workers), b, ...) outputs of workers that reported "done" for
-        the current round, rows in the order of `workers` (a copy)."""
+        the round in ring slot `ring`, rows in the order of `workers` (a copy)."""
 
     @abstractmethod
     def output_reference(self):
@@ -110,19 +134,24 @@ class Backend(ABC):
     # ---- rounds -----------------------------------------------------------
 
     @abstractmethod
-    def submit(self, r: int, workers, b: int, sleep_s: np.ndarray) -> None:
-        """Send round r to `workers` (their inputs are in place); worker j first
-        sleeps sleep_s[j] seconds (simulated stragglers), then computes."""
+    def submit(self, r: int, workers, b: int, sleep_s: np.ndarray, ring: int = 0) -> None:
+        """Send round r (ids increase) to `workers`, into ring slot `ring` (their
+        inputs are in place); worker j first sleeps sleep_s[j] seconds (simulated
+        stragglers), then computes. Queued behind the worker's earlier tasks."""
 
     @abstractmethod
-    def cancel(self, workers) -> None:
-        """The latest round is no longer wanted from `workers` (they drop it at
-        their next check)."""
+    def cancel(self, workers, ring: int = 0) -> None:
+        """The round in ring slot `ring` is no longer wanted from `workers` (they
+        drop it at their next check)."""
+
+    @abstractmethod
+    def wake(self) -> None:
+        """Make a poll() in progress (or the next one) return soon; thread-safe."""
 
     @abstractmethod
     def arm(self, answers: int) -> bool:
         """Let the next poll() sleep until `answers` more workers answered the
-        latest round (or anything else happens); True when that many already
+        latest round submitted (or anything else happens); True when that many already
         have (poll(0) then). A backend that wakes on every answer returns False."""
 
     @abstractmethod

@@ -5,6 +5,11 @@ processes, moves inputs/outputs through shared memory and turns worker messages
 and process deaths into ``Event`` records. The round logic (who counts, when to
 stop, what to decode) lives in ``coded_inference``.
 
+Rounds in flight (``rounds_in_flight=R``): the segments hold R regions (ring
+slots) of N slots each and the control words one "wanted" word per (ring
+slot, worker); a task names its region, so up to R rounds can be queued on a
+worker at once (worker_main's docstring has the layout).
+
 How the processes are started (forkserver or spawn, never fork) and how
 everything is released: letcc.runtime.local_processes.
 """
@@ -59,8 +64,9 @@ class LocalBackend(Backend):
 
     def __init__(self, n_workers: int, model_factory, devices: list[str], *,
                  threads_per_worker: int | None = None, start_method: str | None = None,
-                 startup_timeout: float = 120.0, chunk_rows: int | None = None):
+                 startup_timeout: float = 120.0, chunk_rows: int | None = None, rounds_in_flight: int = 1):
         self.n = int(n_workers)
+        self.ring = int(rounds_in_flight)
         self._factory = model_factory
         self._devices = list(devices)
         self._threads = threads_per_worker
@@ -81,10 +87,14 @@ class LocalBackend(Backend):
         # doorbell: the worker whose answer completes what the master waits for
         # writes a byte here (see arm())
         self._bell_r, self._bell_w = self._ctx.Pipe(duplex=False)
-        self._res = Resources(handles=[None] * self.n, lifeline=lifeline_w, bell=(self._bell_r, self._bell_w))
-        self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (control_words(self.n),), np.int64)
+        # wake(): any thread makes a poll() in progress return (a server's submit)
+        self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
+        os.set_blocking(self._wake_w.fileno(), False)
+        self._res = Resources(handles=[None] * self.n, lifeline=lifeline_w,
+                              bell=(self._bell_r, self._bell_w, self._wake_r, self._wake_w))
+        self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (control_words(self.n, self.ring),), np.int64)
         self._ctl_view = ctl = self._ctl.view(1).reshape(-1)
-        words = control_layout(ctl)
+        words = control_layout(ctl, self.ring)
         self._wanted, self._slots, self._done_round = words.wanted, words.slots, words.done_round
         self._done_time = words.done_time
         self._counter_word, self._bell_word = words.counter_word, words.bell_word
@@ -93,8 +103,11 @@ class LocalBackend(Backend):
         self._slots[:] = self._identity_slots
         self._done_round[:] = -1
         self._round = -1                 # the latest round submitted
+        self._ring_round = np.full(self.ring, -1, dtype=np.int64)   # the round each ring slot holds
+        self._positions = None           # set_input_slots
         self._reported = np.zeros(self.n, dtype=bool)   # its answers found in the control words
         self._sel.register(self._bell_r, selectors.EVENT_READ, (-1, "bell"))
+        self._sel.register(self._wake_r, selectors.EVENT_READ, (-1, "wake"))
         self._finalizer = weakref.finalize(self, shutdown, self._res, self._ctl)
         try:
             for j in range(self.n):
@@ -111,7 +124,7 @@ class LocalBackend(Backend):
         proc = self._ctx.Process(
             target=worker_main, name=f"letcc-worker-{j}", daemon=True,
             args=(j, child, self._lifeline_r, self._bell_w, self._ctl.spec, self._factory, self._devices[j],
-                  self._threads))
+                  self._threads, self.ring))
         proc.start()
         child.close()
         old = self._res.handles[j]
@@ -183,27 +196,30 @@ class LocalBackend(Backend):
 
     # ---- slots ----------------------------------------------------------
 
-    def input_view(self, b: int, row_shape, dtype) -> tuple[np.ndarray, bool]:
-        """(N, b, *row_shape) array to encode into, and whether the output layout is
-        unknown (the caller must probe() before submitting)."""
+    def input_view(self, b: int, row_shape, dtype, ring: int = 0) -> tuple[np.ndarray, bool]:
+        """(N, b, *row_shape) array of ring slot `ring` to encode into, and whether
+        the output layout is unknown (the caller must probe() before submitting).
+        A b, shape or dtype the segments do not fit replaces them (every ring slot:
+        only between rounds)."""
         if self._inp is None or not self._inp.fits(b, row_shape, dtype):
             same_rows = (self._inp is not None and tuple(row_shape) == self._inp.spec.row_shape
                          and np.dtype(dtype).str == self._inp.spec.dtype)
             cap = max(b, self._inp.spec.rows_cap) if same_rows else b
             out_row = self._out.spec if (same_rows and self._out is not None) else None
             self._replace_segments(cap, row_shape, dtype, out_row)
-        return self._inp.view(b), self._out is None
+        return self._inp.view(b, ring), self._out is None
 
     def _replace_segments(self, cap, row_shape, dtype, out_spec) -> None:
         self._gen += 1
         old = [s for s in (self._inp, self._out) if s is not None]
-        self._inp = SlotArray(f"{self._prefix}i{self._gen}", self.n, cap, row_shape, dtype)
+        self._inp = SlotArray(f"{self._prefix}i{self._gen}", self.n, cap, row_shape, dtype, self.ring)
         self._res.segments.append(self._inp)
         self._out = None
         if out_spec is None:
             self._out_ref = None
         else:
-            self._out = SlotArray(f"{self._prefix}o{self._gen}", self.n, cap, out_spec.row_shape, out_spec.dtype)
+            self._out = SlotArray(f"{self._prefix}o{self._gen}", self.n, cap, out_spec.row_shape, out_spec.dtype,
+                                  self.ring)
             self._res.segments.append(self._out)
         self._broadcast_layout()
         for seg in old:             # workers drop them on the layout message; unlink now
@@ -225,7 +241,8 @@ class LocalBackend(Backend):
 
     def set_output_layout(self, row_shape, dtype, worker=None) -> None:
         self._out_ref = (worker, tuple(row_shape), np.dtype(dtype).str)
-        self._out = SlotArray(f"{self._prefix}o{self._gen}", self.n, self._inp.spec.rows_cap, row_shape, dtype)
+        self._out = SlotArray(f"{self._prefix}o{self._gen}", self.n, self._inp.spec.rows_cap, row_shape, dtype,
+                              self.ring)
         self._res.segments.append(self._out)
         self._broadcast_layout()
 
@@ -235,9 +252,10 @@ class LocalBackend(Backend):
     def output_spec(self):
         return None if self._out is None else self._out.spec
 
-    def outputs(self, workers, b: int) -> np.ndarray:
-        """Copy of the (len(workers), b, *out) outputs, rows in the order of `workers`."""
-        return self._out.view(b)[np.asarray(workers, dtype=np.int64)]
+    def outputs(self, workers, b: int, ring: int = 0) -> np.ndarray:
+        """Copy of the (len(workers), b, *out) outputs of ring slot `ring`, rows in
+        the order of `workers`."""
+        return self._out.view(b, ring)[np.asarray(workers, dtype=np.int64)]
 
     # ---- messages -------------------------------------------------------
 
@@ -247,33 +265,57 @@ class LocalBackend(Backend):
     def set_input_slots(self, positions) -> None:
         """Which input slot each worker reads from the next task or probe on:
         None = slot j for worker j, else an (N,) array (-1: no input)."""
+        self._positions = None if positions is None else np.asarray(positions, dtype=np.int64).copy()
         self._slots[:] = self._identity_slots if positions is None else positions
 
-    def submit(self, r: int, workers, b: int, sleep_s: np.ndarray) -> None:
-        """Hand round r to `workers` (their slots already hold the coded inputs)."""
+    def submit(self, r: int, workers, b: int, sleep_s: np.ndarray, ring: int = 0) -> None:
+        """Hand round r to `workers` (their slots of ring slot `ring` already hold
+        the coded inputs); a worker's earlier tasks stay queued before it."""
         # a fresh count for round r, ringing once every worker sent it has
         # answered until arm() sets the target (an earlier bell, before the
         # master is ready to sleep, would only wake it for nothing)
+        previous = self._round
         self._round = r
-        self._reported[:] = False
         _core.round_counter_start(self._ctl_view, self._counter_word, r)
+        # answers to the previous round counted in the control words and not yet
+        # reported: after the restart (a worker that counts later sees the new
+        # round and sends a message instead) they are queued as events, so a
+        # round still in flight loses none (one may come twice: harmless)
+        if previous >= 0:
+            self._queued_answers(previous)
+        self._reported[:] = False
         _core.atomic_store(self._ctl_view, self._bell_word, max(1, len(workers)))
+        self._ring_round[ring] = r
         if len(workers):
-            self._wanted[np.asarray(workers)] = r     # before the message: see worker_main
+            self._wanted[ring, np.asarray(workers)] = r     # before the message: see worker_main
         # Framed once per distinct message (once per round with virtual delays),
         # a fixed binary struct (messages.py), not a pickle.
         wire: dict = {}
         sleeps = sleep_s.tolist()
+        pos = self._positions
         for j in workers:
-            s = sleeps[j]
-            data = wire.get(s)
+            s, slot = sleeps[j], (j if pos is None else int(pos[j]))
+            data = wire.get((s, slot))
             if data is None:
-                data = wire[s] = task_frame(r, b, s, self._chunk_rows)
+                data = wire[(s, slot)] = task_frame(r, b, s, self._chunk_rows, slot, ring)
             self._send_framed(j, data)
 
-    def cancel(self, workers) -> None:
+    def _queued_answers(self, r: int) -> None:
+        new = np.flatnonzero((self._done_round == r) & ~self._reported)
+        for j in new.tolist():
+            self._queued.append(Event("done", j, r, (), float(self._done_time[j])))
+
+    def cancel(self, workers, ring: int = 0) -> None:
+        """The round in ring slot `ring` is no longer wanted from `workers`."""
         if len(workers):
-            self._wanted[np.asarray(workers)] = -1
+            self._wanted[ring, np.asarray(workers)] = -1
+
+    def wake(self) -> None:
+        """Make a poll() in progress (or the next one) return; any thread may call it."""
+        try:
+            os.write(self._wake_w.fileno(), b"!")
+        except (BlockingIOError, OSError):
+            pass                # full (it will wake) or closed
 
     def arm(self, answers: int) -> bool:
         """Let poll() sleep until `answers` more workers finish the latest round
@@ -311,9 +353,11 @@ class LocalBackend(Backend):
             return False
 
     def poll(self, timeout: float | None) -> list[Event]:
-        """Events that arrived, waiting up to `timeout` seconds for the first one."""
+        """Events that arrived, waiting up to `timeout` seconds for the first one
+        (an empty list: the timeout passed, or wake() was called)."""
         if self._queued:
             events, self._queued = self._queued, []
+            self._answers(events)
             return events
         # a persistent epoll selector: multiprocessing.connection.wait would build and
         # fill a new one on every call (~150 us for 16 workers, several times a round)
@@ -326,6 +370,9 @@ class LocalBackend(Backend):
             j, what = key.data
             if what == "bell":
                 os.read(self._bell_r.fileno(), 4096)      # rung: the answers are read above
+                continue
+            if what == "wake":
+                os.read(self._wake_r.fileno(), 4096)
                 continue
             h = self._res.handles[j]
             if h.state == "dead":

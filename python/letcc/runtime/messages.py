@@ -7,7 +7,8 @@ two are fixed-size structs, packed and parsed without pickle; everything else
 A pickled payload starts with the PROTO opcode 0x80, so the first byte tells
 them apart. Both kinds travel in letcc.runtime.frames' framing.
 
-    task     b"T" + <q round, q rows per slot, d sleep seconds, q chunk rows (0: none)>
+    task     b"T" + <q round, q rows per slot, d sleep seconds, q chunk rows (0: none),
+                     q input slot, q ring slot (the region of the segments, rounds in flight)>
     done     b"D" + <q round>
     cancelled b"C" + <q round>
 """
@@ -20,7 +21,7 @@ from letcc.runtime.frames import _LEN32
 __all__ = ["TASK", "DONE", "CANCELLED", "task_frame", "parse_task", "reply_frame", "parse_reply"]
 
 TASK, DONE, CANCELLED = 0x54, 0x44, 0x43          # b"T", b"D", b"C"
-_TASK = struct.Struct("<cqqdq")
+_TASK = struct.Struct("<cqqdqqq")
 _REPLY = struct.Struct("<cq")
 # frames.py's header of these fixed sizes
 _TASK_HEAD = _LEN32.pack(_TASK.size)
@@ -29,15 +30,16 @@ _KINDS = {DONE: "done", CANCELLED: "cancelled"}
 _CODES = {"done": b"D", "cancelled": b"C"}
 
 
-def task_frame(r: int, b: int, sleep_s: float, chunk_rows: int | None) -> bytes:
-    """The framed task message (chunk_rows None or 0: the whole batch in one call)."""
-    return _TASK_HEAD + _TASK.pack(b"T", r, b, sleep_s, chunk_rows or 0)
+def task_frame(r: int, b: int, sleep_s: float, chunk_rows: int | None, slot: int = 0, ring: int = 0) -> bytes:
+    """The framed task message (chunk_rows None or 0: the whole batch in one call;
+    slot: the input slot in region `ring` of the segments)."""
+    return _TASK_HEAD + _TASK.pack(b"T", r, b, sleep_s, chunk_rows or 0, slot, ring)
 
 
 def parse_task(payload: bytes) -> tuple:
-    """(round, b, sleep_s, chunk_rows or None) of a task payload."""
-    _, r, b, sleep_s, chunk = _TASK.unpack(payload)
-    return r, b, sleep_s, (chunk or None)
+    """(round, b, sleep_s, chunk_rows or None, slot, ring) of a task payload."""
+    _, r, b, sleep_s, chunk, slot, ring = _TASK.unpack(payload)
+    return r, b, sleep_s, (chunk or None), slot, ring
 
 
 def reply_frame(kind: str, r: int) -> bytes:

@@ -10,6 +10,11 @@ or running, so each actor has a ``cancel(round)`` method in its own concurrency
 group ("control") that runs while ``compute`` is busy; ``compute`` checks the
 cancelled round before starting, between chunks and while sleeping.
 
+Rounds in flight: an actor runs its ``compute`` calls one at a time, in the
+order they were made, so several rounds can be queued on it; ``cancel(r)``
+cancels round r only (a set of cancelled rounds, pruned as the calls go by).
+Answers are kept per (worker, ring slot) and only a newer round replaces one.
+
 Crashes: actors are created with ``max_restarts=-1`` and ``max_task_retries=0``:
 a call to a dead actor fails (an erasure for that round), Ray restarts the
 actor (re-running the model factory), and a ``ready`` ping tells the master
@@ -59,7 +64,7 @@ class _RayWorker:
         limit_threads(threads)
         self.call, _ = prepare_model(model_factory(), device)
         limit_threads(threads)
-        self.cancelled = -1
+        self.cancelled = set()          # rounds cancelled before or while they run
         self.lock = threading.Lock()
 
     def ready(self):
@@ -67,7 +72,10 @@ class _RayWorker:
 
     def compute(self, r, x, sleep_s, chunk_rows):
         def wanted():
-            return r > self.cancelled
+            return r not in self.cancelled
+
+        with self.lock:                 # calls come in order: older rounds are over
+            self.cancelled = {c for c in self.cancelled if c >= r}
 
         def call(xs):
             return self.call(xs if xs.flags.writeable else np.array(xs))  # object-store arrays are read-only
@@ -87,7 +95,7 @@ class _RayWorker:
 
     def cancel(self, r):
         with self.lock:
-            self.cancelled = max(self.cancelled, r)
+            self.cancelled = self.cancelled | {r}
 
 
 def _actor_class(ray):
@@ -107,7 +115,7 @@ class RayBackend(Backend):
 
     def __init__(self, n_workers: int, model_factory, devices: list[str], *,
                  threads_per_worker: int | None = None, startup_timeout: float = 120.0,
-                 chunk_rows: int | None = None, actor_options: dict | None = None):
+                 chunk_rows: int | None = None, actor_options: dict | None = None, rounds_in_flight: int = 1):
         ray = self._ray = _import_ray()
         from ray.exceptions import ActorUnavailableError, RayActorError
 
@@ -116,13 +124,16 @@ class RayBackend(Backend):
         if not ray.is_initialized():
             ray.init(include_dashboard=False)
         self.n = int(n_workers)
+        self.ring = int(rounds_in_flight)
+        self._ring_round = [-1] * self.ring
+        self._wake = threading.Event()
         self._chunk_rows = chunk_rows
         self._buf = None
         self._positions = None          # set_input_slots
         self._round = -1
-        self._refs: dict = {}            # ObjectRef -> (worker, round)
+        self._refs: dict = {}            # ObjectRef -> (worker, round, ring slot)
         self._pings: dict = {}           # ObjectRef -> worker
-        self._results: dict = {}         # worker -> (round, y)
+        self._results: dict = {}         # (worker, ring slot) -> (round, y)
         self._state = ["starting"] * self.n
         self._pids = [None] * self.n
         self._out_ref = None             # (worker, row shape, dtype) of the first answer
@@ -176,13 +187,14 @@ class RayBackend(Backend):
         """Kill a hung actor; Ray restarts it (max_restarts)."""
         self._ray.kill(self._actors[j], no_restart=False)
         self._state[j] = "dead"
-        for ref, (w, _) in list(self._refs.items()):
+        for ref, (w, _, _) in list(self._refs.items()):
             if w == j:
                 del self._refs[ref]
 
     # ---- data -----------------------------------------------------------
 
-    def input_view(self, b: int, row_shape, dtype):
+    def input_view(self, b: int, row_shape, dtype, ring: int = 0):
+        # one buffer for every ring slot: submit() copies the rows into the call
         shape = (self.n, b) + tuple(row_shape)
         if self._buf is None or self._buf.shape != shape or self._buf.dtype != np.dtype(dtype):
             self._buf = np.empty(shape, dtype=dtype)
@@ -198,8 +210,8 @@ class RayBackend(Backend):
     def input_spec(self):
         return None if self._buf is None else (self._buf.shape[2:], self._buf.dtype.str)
 
-    def outputs(self, workers, b: int) -> np.ndarray:
-        return np.stack([self._results[j][1] for j in workers])
+    def outputs(self, workers, b: int, ring: int = 0) -> np.ndarray:
+        return np.stack([self._results[(j, ring)][1] for j in workers])
 
     def probe_send(self, j, r, b) -> bool:           # pragma: no cover - never needs a probe
         return False
@@ -213,32 +225,48 @@ class RayBackend(Backend):
         """Which row of the input buffer goes to each worker (None: row j to worker j)."""
         self._positions = positions
 
-    def submit(self, r: int, workers, b: int, sleep_s: np.ndarray) -> None:
+    def submit(self, r: int, workers, b: int, sleep_s: np.ndarray, ring: int = 0) -> None:
         self._round = r
+        self._ring_round[ring] = r
         pos = self._positions
         for j in workers:
             # arguments over 100 KiB go through the object store (copied now: the buffer
             # can be reused next round)
             row = self._buf[j if pos is None else int(pos[j])]
             ref = self._actors[j].compute.remote(r, row, float(sleep_s[j]), self._chunk_rows)
-            self._refs[ref] = (j, r)
+            self._refs[ref] = (j, r, ring)
 
     def arm(self, answers: int) -> bool:
         """(LocalBackend.arm) ray.wait wakes per answer here; nothing to arm."""
         return False
 
-    def cancel(self, workers) -> None:
+    def cancel(self, workers, ring: int = 0) -> None:
+        r = self._ring_round[ring]
         for j in workers:
             if self._state[j] == "ready":
-                self._actors[j].cancel.remote(self._round)
+                self._actors[j].cancel.remote(r)
+
+    def wake(self) -> None:
+        """Make a poll() in progress return soon (within 5 ms: ray.wait cannot
+        be woken, so a poll waits in slices once wake() has been used)."""
+        self._woken = True
+        self._wake.set()
 
     def poll(self, timeout: float | None) -> list[Event]:
         ray = self._ray
         refs = list(self._refs) + list(self._pings)
+        woken = getattr(self, "_woken", False)
+        if self._wake.is_set():
+            self._wake.clear()
+            if not refs:
+                return []
+            timeout = 0.0
         if not refs:
-            if timeout:
-                time.sleep(min(timeout, 0.05))
+            if timeout is None or timeout > 0:
+                self._wake.wait(0.05 if timeout is None else min(timeout, 0.05))
             return []
+        if woken and (timeout is None or timeout > 0.005):
+            timeout = 0.005             # a server's wake() is noticed within this
         ready, rest = ray.wait(refs, num_returns=1, timeout=timeout)
         if ready and rest:
             more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
@@ -258,7 +286,7 @@ class RayBackend(Backend):
                     self._state[j] = "dead"
                     events.append(Event("died", j, -1, (None, self._pids[j], _first_line(exc)), t))
                 continue
-            j, r = self._refs.pop(ref)
+            j, r, ring = self._refs.pop(ref)
             try:
                 msg = ray.get(ref)
             except self._RayActorError as exc:
@@ -278,7 +306,9 @@ class RayBackend(Backend):
                 if y.shape[1:] != self._out_ref[1] or y.shape[0] != rows or y.dtype.str != self._out_ref[2]:
                     events.append(Event("shape", j, r, (tuple(y.shape), y.dtype.str, rows), t))
                     continue
-                self._results[j] = (r, y)
+                held = self._results.get((j, ring))
+                if held is None or held[0] < r:     # a late older answer never replaces a newer one
+                    self._results[(j, ring)] = (r, y)
                 events.append(Event("done", j, r, (), t))
             else:
                 events.append(Event(kind, j, r, tuple(msg[2:]), t))

@@ -7,6 +7,12 @@ the segment as one C-contiguous array of shape (n_slots, b, *row_shape), so the
 master can encode straight into it with one write and each worker's slot is a
 contiguous block for any b <= rows_cap.
 
+Regions (rounds in flight): a SlotArray may hold ``regions`` such blocks of
+n_slots x rows_cap rows one after the other; region k is laid out like a
+one-region array (``view(b, k)``, ``slot(j, b, k)``) and starts at the same
+place for every b, so rounds with different b can be in flight in different
+regions at once. One region (the default) is the layout above exactly.
+
 Ownership: the master process creates and unlinks every segment (so a killed
 worker can never leak one). Workers only attach, and attach *untracked*: on
 Python < 3.13 attaching registers the name with the resource tracker, which
@@ -43,28 +49,33 @@ class SlotSpec(NamedTuple):
     rows_cap: int
     row_shape: tuple
     dtype: str          # numpy dtype string, e.g. '<f4'
+    regions: int = 1    # blocks of n_slots x rows_cap rows (one per round in flight)
 
     @property
     def row_items(self) -> int:
         return math.prod(self.row_shape)
 
     @property
+    def region_items(self) -> int:
+        return self.n_slots * self.rows_cap * self.row_items
+
+    @property
     def nbytes(self) -> int:
-        return self.n_slots * self.rows_cap * self.row_items * np.dtype(self.dtype).itemsize
+        return self.regions * self.region_items * np.dtype(self.dtype).itemsize
 
 
 def _views(buf, spec: SlotSpec) -> np.ndarray:
-    flat = np.ndarray((spec.n_slots * spec.rows_cap * spec.row_items,), dtype=np.dtype(spec.dtype), buffer=buf)
+    flat = np.ndarray((spec.regions * spec.region_items,), dtype=np.dtype(spec.dtype), buffer=buf)
     return flat
 
 
 class SlotArray:
     """Master side: creates the segment; ``view(b)`` is the (n_slots, b, *row_shape) array."""
 
-    def __init__(self, name: str, n_slots: int, rows_cap: int, row_shape, dtype):
+    def __init__(self, name: str, n_slots: int, rows_cap: int, row_shape, dtype, regions: int = 1):
         row_shape = tuple(int(s) for s in row_shape)
         dtype = np.dtype(dtype)
-        self.spec = SlotSpec(name, int(n_slots), int(rows_cap), row_shape, dtype.str)
+        self.spec = SlotSpec(name, int(n_slots), int(rows_cap), row_shape, dtype.str, int(regions))
         # size 0 is not allowed by shm_open/ftruncate users; keep at least one byte
         self._shm = shared_memory.SharedMemory(name=name, create=True, size=max(1, self.spec.nbytes))
         self._flat = _views(self._shm.buf, self.spec)
@@ -73,12 +84,15 @@ class SlotArray:
     def name(self) -> str:
         return self.spec.name
 
-    def view(self, b: int) -> np.ndarray:
-        """Rows 0..b-1 of every slot as one contiguous (n_slots, b, *row_shape) array."""
+    def view(self, b: int, region: int = 0) -> np.ndarray:
+        """Rows 0..b-1 of every slot of `region` as one contiguous (n_slots, b, *row_shape) array."""
         s = self.spec
         if not 0 < b <= s.rows_cap:
             raise ValueError(f"b = {b} rows per slot does not fit the capacity {s.rows_cap}")
-        return self._flat[: s.n_slots * b * s.row_items].reshape((s.n_slots, b) + s.row_shape)
+        if not 0 <= region < s.regions:
+            raise ValueError(f"region {region} out of range ({s.regions} regions)")
+        start = region * s.region_items
+        return self._flat[start:start + s.n_slots * b * s.row_items].reshape((s.n_slots, b) + s.row_shape)
 
     def fits(self, b: int, row_shape, dtype) -> bool:
         s = self.spec
@@ -99,11 +113,12 @@ class Attached:
         self._shm = _attach_untracked(spec.name)
         self._flat = _views(self._shm.buf, spec)
 
-    def slot(self, j: int, b: int) -> np.ndarray:
-        """Worker j's (b, *row_shape) block for a round with b rows per slot."""
+    def slot(self, j: int, b: int, region: int = 0) -> np.ndarray:
+        """Slot j's (b, *row_shape) block of `region` for a round with b rows per slot."""
         s = self.spec
         n = b * s.row_items
-        return self._flat[j * n:(j + 1) * n].reshape((b,) + s.row_shape)
+        start = region * s.region_items + j * n
+        return self._flat[start:start + n].reshape((b,) + s.row_shape)
 
     def close(self) -> None:
         shm, self._shm = self._shm, None

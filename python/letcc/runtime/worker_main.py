@@ -11,7 +11,9 @@ letcc.runtime.worker_common's, shared with the Ray actor.
 Messages (in Connection's framing, letcc.runtime.frames; a duplex Pipe per
 worker; task, done and cancelled are fixed binary structs, letcc.runtime.messages,
 the rest pickled tuples), master -> worker:
-    task (round, b, sleep_s, chunk_rows)    compute its input slot's rows 0..b-1
+    task (round, b, sleep_s, chunk_rows, slot, ring)
+                                            compute rows 0..b-1 of input slot `slot`
+                                            of region `ring`
     ("layout", in_spec, out_spec|None)      attach new segments (shapes changed)
     ("probe", round, b)                     compute row 0 only, report its shape
     ("stop",)
@@ -21,24 +23,30 @@ worker -> master:
     ("shape", round, shape, dtype, rows)    output does not match the layout
     ("probe", round, shape, dtype)
 
-Cancellation: ``ctl[rank]`` (shared int64) holds the round the master still
-wants from this worker. It is checked before starting a task, between chunks
-and while sleeping (simulate="sleep"), so a late worker drops a cancelled round
-at the next chunk boundary instead of delaying the next round.
+Rounds in flight: the segments have R regions (ring slots, shm_slots) and
+a task names its region k and its input slot there; the output goes to the
+worker's own slot of region k. A worker works through its tasks in the order
+they came (its pipe is a queue) and drops the ones no longer wanted.
 
-Input slot: ``ctl[N + rank]`` says which slot of the input segment holds this
-worker's coded inputs for its next task or probe (the master encodes only
-the workers it sends a round to, into the first slots; see
-letcc.runtime.encode_into). The output slot is always the worker's own.
+Control words (int64; R = ring slots, 1 for CodedInference):
+    ctl[k*N + rank]        the round the master still wants from this worker in
+                           region k (-1: none); checked before a task starts,
+                           between chunks and while sleeping (simulate="sleep"),
+                           so a cancelled task is dropped at the next chunk
+                           boundary instead of delaying the tasks behind it
+    ctl[R*N + rank]        input slot for the next probe (region 0)
+    ctl[(R+1)*N + rank]    the last round this worker finished
+    ctl[(R+2)*N + rank]    when (float64 perf_counter)
+    ctl[(R+3)*N]           the round counter; ctl[(R+3)*N + 1] the doorbell target
 
-Answers: "done" for the round the master is on is not a message. The worker
-writes the time and the round into ``ctl[3N + rank]`` and ``ctl[2N + rank]``,
-then adds one to the round's counter ``ctl[4N]`` (compare-and-swap, only
-while it still holds that round: letcc._core.round_counter_add); the worker
-whose answer brings the count to the master's target ``ctl[4N + 1]`` writes
-one byte to the doorbell pipe. The master so sleeps until the answers it
-needs are in (LocalBackend.arm) rather than waking once per answer. A done
-for a round the master has left goes as a message, like the rest.
+Answers: "done" for the round the master submitted last is not a message. The
+worker writes the time and the round into its two words above, then adds one
+to the round's counter (compare-and-swap, only while it still holds that
+round: letcc._core.round_counter_add); the worker whose answer brings the
+count to the master's target writes one byte to the doorbell pipe. The master
+so sleeps until the answers it needs are in (LocalBackend.arm) rather than
+waking once per answer. A done for any other round (an older round still in
+flight, or one the master has left) goes as a message, like the rest.
 """
 from __future__ import annotations
 
@@ -65,16 +73,17 @@ __all__ = ["worker_main", "worker_rank", "prepare_model"]
 STOP = -2           # ctl value: shut down
 
 
-def control_words(n_workers: int) -> int:
-    """Size of the shared control array for N workers (layout: module docstring)."""
-    return 4 * n_workers + 2
+def control_words(n_workers: int, ring: int = 1) -> int:
+    """Size of the shared control array for N workers and `ring` ring slots
+    (layout: module docstring)."""
+    return (ring + 3) * n_workers + 2
 
 
 class ControlLayout(NamedTuple):
     """Views of the shared control array (layout: module docstring), read the
     same way by the master and every worker."""
     n: int                  # workers
-    wanted: np.ndarray      # int64 [N]: the round the master wants from each worker
+    wanted: np.ndarray      # int64 [R, N]: the round the master wants from each worker, per ring slot
     slots: np.ndarray       # int64 [N]: each worker's input slot
     done_round: np.ndarray  # int64 [N]: the last round each worker finished
     done_time: np.ndarray   # float64 [N]: when (perf_counter)
@@ -82,15 +91,16 @@ class ControlLayout(NamedTuple):
     bell_word: int          # the count at which a finishing worker rings the doorbell
 
 
-def control_layout(ctl: np.ndarray) -> ControlLayout:
-    """The views of `ctl`, a flat int64 array of control_words(N) words."""
-    n = (ctl.shape[0] - 2) // 4
-    return ControlLayout(n, ctl[:n], ctl[n:2 * n], ctl[2 * n:3 * n], ctl[3 * n:4 * n].view(np.float64),
-                         4 * n, 4 * n + 1)
+def control_layout(ctl: np.ndarray, ring: int = 1) -> ControlLayout:
+    """The views of `ctl`, a flat int64 array of control_words(N, ring) words."""
+    n = (ctl.shape[0] - 2) // (ring + 3)
+    w = ring * n
+    return ControlLayout(n, ctl[:w].reshape(ring, n), ctl[w:w + n], ctl[w + n:w + 2 * n],
+                         ctl[w + 2 * n:w + 3 * n].view(np.float64), w + 3 * n, w + 3 * n + 1)
 
 
 class _Worker:
-    def __init__(self, rank, conn, bell, ctl_spec, call):
+    def __init__(self, rank, conn, bell, ctl_spec, call, ring=1):
         self.rank = rank
         self.conn = conn                # kept open; read and written through its fd
         self.fd = conn.fileno()
@@ -99,8 +109,9 @@ class _Worker:
         os.set_blocking(self.bell, False)   # a full doorbell has rung already
         self.ctl_mem = attach(ctl_spec)
         self.ctl = ctl = self.ctl_mem.slot(0, 1).reshape(-1)   # int64, layout: module docstring
-        words = control_layout(ctl)
-        self.slot_word = words.n + rank
+        words = control_layout(ctl, ring)
+        self.n = words.n
+        self.slot_word = ring * words.n + rank
         self.done_round, self.done_time = words.done_round, words.done_time
         self.counter_word, self.bell_word = words.counter_word, words.bell_word
         self.call = call
@@ -125,14 +136,17 @@ class _Worker:
             # superseded by a newer layout whose message follows in the pipe
             self.inp = self.out = None
 
-    def task(self, r: int, b: int, sleep_s: float, chunk_rows: int | None) -> tuple:
+    def task(self, r: int, b: int, sleep_s: float, chunk_rows: int | None, slot: int, ring: int) -> tuple:
+        word = ring * self.n + self.rank
+
         def wanted():
-            return int(self.ctl[self.rank]) == r
+            return int(self.ctl[word]) == r
 
         def nap(left):
-            # wake early when the master writes (a new round or stop: it moved
-            # on); a pending message with the round still wanted is nothing to
-            # wake for (cannot happen with this protocol): no spinning on poll()
+            # wake early when the master writes (a new round or stop: it may
+            # have moved on); a pending message with the round still wanted (a
+            # queued task behind this one, rounds in flight) is nothing to wake
+            # for: sleep the slice out instead of spinning on poll()
             if self.reader.poll(min(left, 0.02)) and wanted():
                 time.sleep(min(left, 0.02))
 
@@ -140,13 +154,13 @@ class _Worker:
             return ("cancelled", r)
         if sleep_s > 0 and not sleep_unless_cancelled(sleep_s, wanted, nap):
             return ("cancelled", r)
-        key = (b, int(self.ctl[self.slot_word]))
+        key = (b, slot, ring)
         views = self._views.get(key)
         if views is None:
-            if key[1] < 0:
+            if slot < 0:
                 return ("cancelled", r)     # no input was encoded for this worker
             spec = self.out.spec
-            views = self._views[key] = (self.inp.slot(key[1], b), self.out.slot(self.rank, b),
+            views = self._views[key] = (self.inp.slot(slot, b, ring), self.out.slot(self.rank, b, ring),
                                         tuple(spec.row_shape), np.dtype(spec.dtype))
         x, y_slot, row_shape, out_dtype = views
 
@@ -181,8 +195,8 @@ class _Worker:
             except (EOFError, OSError):
                 return                      # master gone
             if data[0] == TASK:             # the hot path: binary (messages.py)
-                r, b, sleep_s, chunk_rows = parse_task(data)
-                handler, args = self.task, (r, b, sleep_s, chunk_rows)
+                args = parse_task(data)
+                r, handler = args[0], self.task
             else:
                 msg = pickle.loads(data)
                 kind = msg[0]
@@ -274,7 +288,8 @@ def _batch_scheduling() -> None:
             pass
 
 
-def worker_main(rank: int, conn, lifeline, bell, ctl_spec, model_factory, device: str, threads: int | None) -> None:
+def worker_main(rank: int, conn, lifeline, bell, ctl_spec, model_factory, device: str, threads: int | None,
+                ring: int = 1) -> None:
     """Process entry point: build the model, say ready, serve tasks until stop/EOF."""
     # Ctrl-C goes to the whole process group: the master handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -294,7 +309,7 @@ def worker_main(rank: int, conn, lifeline, bell, ctl_spec, model_factory, device
         except OSError:
             pass
         return
-    worker = _Worker(rank, conn, bell, ctl_spec, call)
+    worker = _Worker(rank, conn, bell, ctl_spec, call, ring)
     try:
         conn.send(("ready", os.getpid()))
         worker.loop()

@@ -34,7 +34,8 @@ class WorkerPool:
     calling ``__init__``."""
 
     def __init__(self, backend: str, model_factory, devices: list[str], threads_per_worker: int | None, *,
-                 start_method: str | None, chunk_rows: int | None, ray_options: dict | None):
+                 start_method: str | None, chunk_rows: int | None, ray_options: dict | None,
+                 rounds_in_flight: int = 1):
         if threads_per_worker is None:
             threads_per_worker = max(1, (os.cpu_count() or 1) // self.N)
         self._outstanding: dict[int, list] = {j: [] for j in range(self.N)}
@@ -46,14 +47,15 @@ class WorkerPool:
 
             self._backend = LocalBackend(self.N, model_factory, devices,
                                          threads_per_worker=threads_per_worker, start_method=start_method,
-                                         startup_timeout=self.startup_timeout, chunk_rows=chunk_rows)
+                                         startup_timeout=self.startup_timeout, chunk_rows=chunk_rows,
+                                         rounds_in_flight=rounds_in_flight)
         else:
             from letcc.runtime.ray_backend import RayBackend
 
             self._backend = RayBackend(self.N, model_factory, devices,
                                        threads_per_worker=threads_per_worker,
                                        startup_timeout=self.startup_timeout, chunk_rows=chunk_rows,
-                                       actor_options=ray_options)
+                                       actor_options=ray_options, rounds_in_flight=rounds_in_flight)
 
     # ---- lifecycle ------------------------------------------------------
 
