@@ -340,11 +340,11 @@ def timing(policy_cal: LamPolicy):
              ("policy only: local calibrated, set seen before (memo)",
               lambda: policy_cal.lam_dec_at(nodes, alpha, N, K), 2000),
              ("policy only: local default, new set (h_k, x_k, formula)",
-              lambda: dflt._lam_dec_at(nodes, alpha, N, K), 2000),
+              lambda: dflt.rule(K, N)._rule(nodes, alpha), 2000),
              ("policy only: local calibrated, new set (h_k, x_k, formula)",
-              lambda: policy_cal._lam_dec_at(nodes, alpha, N, K), 2000),
+              lambda: policy_cal.rule(K, N)._rule(nodes, alpha), 2000),
              ("policy only: global default, new set (g, d, formula)",
-              lambda: glob._lam_dec_at(nodes, alpha, N, K), 2000)]
+              lambda: glob.rule(K, N)._rule(nodes, alpha), 2000)]
     for label, c in codes.items():
         c.decode(Y, F)  # warm the plan cache
         items.append((f"decode, {label}", lambda c=c: c.decode(Y, F), 100 if "GCV" in label else 500))
