@@ -1,111 +1,14 @@
-"""Per-call cost of a decode: what the master pays after the answers are in.
+"""The decode overhead benchmark, moved into the package: ``letcc.bench.decode_overhead``
+(``letcc bench decode`` runs it from any install, its table written to ``--out``).
 
-A production loop decodes once per round. When the answering set was seen
-before, the decoder is cached and a decode is the dense apply plus the
-per-call checks; when it is new (the usual case: at K = 8, N = 16, S = 4 there
-are 1820 answering sets), the decoder is built first. Both are timed here for
-LeTCC with its default lam policy ('auto': one lam per alpha_k), LeTCC with a
-fixed lam, and BACC, next to the floor a user would otherwise write: numpy
-matmul with the decoder matrix already built for that set.
+This script runs the same benchmark from a source checkout with its results file
+going to bench/results/ (as before the move), e.g.
 
-"new set" calls cycle through distinct random answering sets with the plan
-cache off and the lam policy's memo cleared before each call, so every call
-builds its decoder. Worker outputs are float32, (answers, m) with m = 10
-(one input's logits) and m = 10000 (a batch of 10 inputs x 1000 classes),
-in arrival order (not sorted), as a caller collecting answers passes them
-(letcc.CodedInference gathers them in ascending worker order, which saves the
-reordering; with wide rows the dense decoders permute their columns instead
-of copying the rows, letcc.codes._base.PERMUTE_MIN_ROW_ITEMS).
-
-Run (BLAS variables unset, as for every benchmark here):
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/decode_overhead.py
-Writes bench/results/decode_overhead.md.
 """
-from __future__ import annotations
+from pathlib import Path
 
-import itertools
-
-import numpy as np
-
-import letcc
-from _report import best_time, blas_summary, markdown_table, write_report
-from letcc.codes import BACC, LeTCC, LocalGapLam
-
-CASES = [(8, 16, 12), (12, 36, 24)]      # K, N, answers
-WIDTHS = [10, 10000]
-
-
-def answer_sets(N, F, count, rng):
-    """`count` distinct answering sets of size F, each in a random arrival order."""
-    seen, out = set(), []
-    while len(out) < count:
-        s = rng.choice(N, F, replace=False)
-        key = tuple(sorted(s.tolist()))
-        if key not in seen:
-            seen.add(key)
-            out.append([int(v) for v in s])
-    return out
-
-
-def cached_call(code, Y, avail):
-    code.decode(Y, avail)
-    return lambda: code.decode(Y, avail)
-
-
-def new_set_call(make, Y, sets):
-    """A decode per call, each on the next set, with nothing cached."""
-    policy = LocalGapLam()
-    code = make(policy)
-    it = itertools.cycle(sets)
-
-    def call():
-        policy._memo.clear()            # the policy's own memo of lams per set
-        code.decode(Y, next(it))
-    return call
-
-
-def main():
-    rng = np.random.default_rng(0)
-    print(f"BLAS: {blas_summary()}; letcc kernels: {letcc.kernel_isa()}, {letcc.get_num_threads()} threads")
-    rows = []
-    for (K, N, F), m in itertools.product(CASES, WIDTHS):
-        Y = rng.standard_normal((F, m)).astype(np.float32)
-        sets = answer_sets(N, F, 400, rng)
-        avail = sets[0]
-        makers = {
-            "default": lambda pol: LeTCC(K, N, lam_dec=pol, plan_cache_size=0),
-            "fixed": lambda pol: LeTCC(K, N, lam_dec=1e-4, plan_cache_size=0),
-            "bacc": lambda pol: BACC(K, N, plan_cache_size=0),
-        }
-        t = {}
-        t["default cached"] = best_time(cached_call(LeTCC(K, N), Y, avail))
-        t["fixed cached"] = best_time(cached_call(LeTCC(K, N, lam_dec=1e-4), Y, avail))
-        t["bacc cached"] = best_time(cached_call(BACC(K, N), Y, avail))
-        for name, make in makers.items():
-            t[f"{name} new"] = best_time(new_set_call(make, Y, sets))
-        # the floor: the decoder matrix of this set already built, columns in arrival order
-        M = LeTCC(K, N).decoder_plan(avail).matrix()
-        order = np.argsort(avail)
-        M_arrival = np.empty_like(M)
-        M_arrival[:, order] = M
-        M32 = M_arrival.astype(np.float32)
-        t["numpy"] = best_time(lambda: M32 @ Y)
-        us = {k: v * 1e6 for k, v in t.items()}
-        rows.append([f"({K}, {N}), {F} answers", m,
-                     f"{us['default cached']:.1f}", f"{us['default new']:.1f}",
-                     f"{us['fixed cached']:.1f}", f"{us['fixed new']:.1f}",
-                     f"{us['bacc cached']:.1f}", f"{us['bacc new']:.1f}",
-                     f"{us['numpy']:.1f}",
-                     f"{us['default cached'] / us['numpy']:.1f}x"])
-        print(rows[-1])
-    table = markdown_table(
-        ["(K, N), answers", "m", "LeTCC default, cached (us)", "LeTCC default, new set (us)",
-         "LeTCC lam=1e-4, cached (us)", "LeTCC lam=1e-4, new set (us)", "BACC cached (us)", "BACC new set (us)",
-         "numpy M @ Y, M prebuilt (us)", "LeTCC cached / numpy"],
-        rows)
-    print(table)
-    write_report("decode_overhead", "Per-call decode cost", [table], notes=__doc__.split("\n\n", 1)[1])
-
+from letcc.bench.decode_overhead import main
 
 if __name__ == "__main__":
-    main()
+    main(default_out=Path(__file__).resolve().parent / "results")

@@ -199,40 +199,71 @@ def test_coded_points_draws_both_codes(capsys, tmp_path):
 
 
 # ---------------------------------------------------------------- bench
+# (the shipped benchmarks themselves, run for real: tests/test_cli_bench.py)
 
 @pytest.fixture
 def fake_bench(tmp_path):
+    """A source tree's bench/: the one benchmark not shipped yet, a research script, a broken one,
+    and the shims of the shipped ones (which --list does not name twice)."""
     d = tmp_path / "repo" / "bench"
     d.mkdir(parents=True)
     (d / "runtime_overhead.py").write_text(textwrap.dedent("""
         import sys
         print("runtime table", " ".join(sys.argv[1:]))
     """))
-    (d / "spline.py").write_text("print('spline table')\n")
-    (d / "decode_overhead.py").write_text("print('decode table')\n")
+    (d / "rates.py").write_text("print('rates table')\n")
+    (d / "spline.py").write_text("raise SystemExit('the shim must not run')\n")
+    (d / "decode_overhead.py").write_text("raise SystemExit('the shim must not run')\n")
     (d / "broken.py").write_text("raise SystemExit(3)\n")
+    (d / "_report.py").write_text("")
     return d
 
 
-def test_bench_runs_the_default_benchmarks_with_this_python(capsys, fake_bench):
-    code, res, err = run_cli(capsys, "bench", "--bench-dir", fake_bench, "--json", "--bench-args", "--quick")
+def test_bench_runs_source_tree_scripts_with_this_python(capsys, fake_bench):
+    code, res, err = run_cli(capsys, "bench", "runtime", "rates.py", "--bench-dir", fake_bench, "--json",
+                             "--bench-args", "--rounds", "3")
     assert code == 0, err
-    assert [r["name"] for r in res["runs"]] == ["runtime", "spline", "decode"]
-    assert res["runs"][0]["stdout"].strip() == "runtime table --quick"
-    assert res["runs"][1]["stdout"].strip() == "spline table"
-    assert res["runs"][2]["stdout"].strip() == "decode table"
+    assert [(r["name"], r["kind"]) for r in res["runs"]] == [("runtime", "source"), ("rates", "source")]
+    assert res["runs"][0]["stdout"].strip() == "runtime table --rounds 3"
+    assert res["runs"][1]["stdout"].strip() == "rates table"
+    assert "not --out" in err          # they write bench/results/, and say so
     code, res, _ = run_cli(capsys, "bench", "--bench-dir", fake_bench, "--list", "--json")
-    assert code == 0 and res["available"] == ["broken", "decode_overhead", "runtime_overhead", "spline"]
+    assert code == 0 and res["bench_dir"] == str(fake_bench.resolve())
+    assert {n: b["module"] for n, b in res["packaged"].items()} == {"spline": "letcc.bench.spline",
+                                                                    "decode": "letcc.bench.decode_overhead"}
+    assert all(b["summary"] for b in res["packaged"].values())
+    assert res["source_only"]["runtime"]["path"] == str(fake_bench.resolve() / "runtime_overhead.py")
+    assert res["research"] == ["broken", "rates"] and res["default"] == ["runtime", "spline", "decode"]
+    assert cli.BENCHMARKS == {"runtime": "runtime_overhead.py", "spline": "letcc.bench.spline",
+                              "decode": "letcc.bench.decode_overhead"}
 
 
 def test_bench_failures_are_reported(capsys, fake_bench, monkeypatch):
     code, _, err = run_cli(capsys, "bench", "broken", "--bench-dir", fake_bench)
     assert code == 1 and "failed with exit status 3" in err
     code, _, err = run_cli(capsys, "bench", "nosuch", "--bench-dir", fake_bench)
-    assert code == 2 and "nosuch" in err and "does not exist" in err
+    assert code == 2 and "nosuch" in err and "no such benchmark" in err and "rates" in err
+    code, _, err = run_cli(capsys, "bench", "runtime", "--quick", "--bench-dir", fake_bench)
+    assert code == 2 and "no --quick size" in err
     monkeypatch.setenv("LETCC_BENCH_DIR", str(fake_bench.parent / "missing"))
     code, _, err = run_cli(capsys, "bench")
-    assert code == 2 and "no bench/ folder found" in err and "source repository" in err
+    assert code == 2 and "LETCC_BENCH_DIR" in err and "missing" in err and "no such folder" in err
+
+
+def test_bench_without_a_source_tree_names_what_is_source_only(capsys, monkeypatch):
+    """As from an installed wheel: no bench/ anywhere."""
+    from letcc.bench import _cli
+
+    monkeypatch.setattr(_cli, "find_bench_dir", lambda explicit=None: None)
+    code, res, _ = run_cli(capsys, "bench", "--list", "--json")
+    assert code == 0 and res["bench_dir"] is None and res["research"] == []
+    assert res["source_only"]["runtime"]["path"] is None and set(res["packaged"]) == {"spline", "decode"}
+    code, out, _ = run_cli(capsys, "bench", "--list")
+    assert "in the source tree only" in out and "not found here" in out and "runtime" in out
+    code, _, err = run_cli(capsys, "bench", "runtime")
+    assert code == 2 and "source tree only" in err and "git checkout" in err
+    code, _, err = run_cli(capsys, "bench", "rates")
+    assert code == 2 and "no such benchmark" in err
 
 
 # ---------------------------------------------------------------- bad input

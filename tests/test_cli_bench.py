@@ -1,6 +1,9 @@
-"""`letcc bench` end to end: runs a real benchmark script from a copy of
-bench/ (so the repository's results are not overwritten) and that copy's
-results file appears with its table."""
+"""The benchmarks shipped in letcc.bench, run for real on their --quick sizes (seconds)
+through `letcc bench`, as from an installed package: no source tree on the path, the
+tables printed and written under --out (by default ./letcc-results, never inside the
+package). No timing is checked (the numbers of a quick run mean little): the tables'
+shape, the written files, and what a missing optional comparison does."""
+import json
 import os
 import shutil
 import subprocess
@@ -9,35 +12,131 @@ from pathlib import Path
 
 import pytest
 
+import letcc
+from letcc import cli
+
 REPO_BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
-@pytest.mark.skipif(not (REPO_BENCH / "spline.py").exists(), reason="needs the source checkout's bench/")
-def test_letcc_bench_runs_the_spline_benchmark(tmp_path):
+def _env():
+    env = dict(os.environ)
+    for k in ("PYTHONPATH", "LETCC_BENCH_DIR"):
+        env.pop(k, None)
+    return env
+
+
+def _letcc(*argv, cwd, timeout=300):
+    return subprocess.run([sys.executable, "-m", "letcc.cli", *map(str, argv)], capture_output=True, text=True,
+                          cwd=cwd, env=_env(), timeout=timeout)
+
+
+def check_spline_report(text):
+    for part in ("# Spline plan benchmark", "- cpu: ", "plan kernel ", "- BLAS", "**`--quick` run**",
+                 "## Plan call vs alternatives", "| 16 |   1 | float32 |", "| 16 | 100 | float64 |",
+                 "## Small-call overhead", "plan(y, out=buf)",
+                 "## The target case over time (n = K = 16, m = 1000, float32)", "paired over time (2 samples",
+                 "## Dense operator against the banded kernels", "## Against the issue's targets"):
+        assert part in text, part
+
+
+def test_letcc_bench_quick_runs_the_shipped_benchmarks(capsys, monkeypatch, tmp_path):
+    """`letcc bench --quick`, as where letcc is installed without a source tree: spline and decode
+    run (in processes of their own), runtime is skipped as not shipped yet."""
+    from letcc.bench import _cli
+
+    monkeypatch.setattr(_cli, "find_bench_dir", lambda explicit=None: None)
+    monkeypatch.chdir(tmp_path)
+    out_dir = tmp_path / "mine"
+    code = cli.main(["bench", "--quick", "--json", "--out", str(out_dir)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    res = json.loads(out)
+    assert [(r["name"], r["kind"], r["returncode"]) for r in res["runs"]] == [("spline", "packaged", 0),
+                                                                              ("decode", "packaged", 0)]
+    assert [s["name"] for s in res["skipped"]] == ["runtime"] and "source tree only" in res["skipped"][0]["reason"]
+    assert "runtime: skipped" in err
+    spline, decode = res["runs"]
+    assert spline["files"] == [str(out_dir / f"spline-{_machine_kind()}.md")]
+    assert decode["files"] == [str(out_dir / "decode_overhead.md")]
+    # the table is printed, and the same one is written
+    assert "| 16 |   1 | float32 |" in spline["stdout"] and f"wrote {spline['files'][0]}" in spline["stdout"]
+    check_spline_report(Path(spline["files"][0]).read_text())
+    text = Path(decode["files"][0]).read_text()
+    assert "# Per-call decode cost" in text and "| (8, 16), 12 answers | 10 |" in text and "--quick" in text
+    assert "| (8, 16), 12 answers | 10 |" in decode["stdout"]
+
+
+def _machine_kind():
+    from letcc.bench._report import machine_kind
+
+    return machine_kind()
+
+
+def test_default_out_is_letcc_results_in_the_current_folder(tmp_path):
+    run = _letcc("bench", "decode", "--quick", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (tmp_path / "letcc-results" / "decode_overhead.md").is_file()
+    assert "| (8, 16), 12 answers | 10 |" in run.stdout
+    package = Path(letcc.__file__).resolve().parent
+    assert not list(package.rglob("*.md")), "a benchmark wrote inside the installed package"
+
+
+def test_spline_benchmark_without_its_optional_comparisons(tmp_path):
+    """csaps, scipy and threadpoolctl missing: their columns say '-' and the notes say why."""
+    code = ("import sys\n"
+            "for m in ('csaps', 'scipy', 'threadpoolctl'): sys.modules[m] = None\n"
+            "from letcc.bench.spline import main\n"
+            f"main(['--quick', '--out', {str(tmp_path)!r}, '--name', 'bare', '--no-crossover'])\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=_env(),
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    text = (tmp_path / "bare.md").read_text()
+    for name in ("csaps", "scipy", "threadpoolctl"):
+        assert f"**Not measured**: {name} is not installed" in text and f"pip install {name}" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 16 | 100 | float32 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[12:14] == ["-", "-"] and cells[17:19] == ["-", "-"]   # csaps, scipy and their ratios
+    assert "## Dense operator" not in text
+
+
+def test_bench_help_and_list_answer_without_heavy_imports(tmp_path):
+    code = ("import sys\n"
+            "from letcc import cli\n"
+            "try:\n    cli.main(['bench', '--help'])\nexcept SystemExit:\n    pass\n"
+            "cli.main(['bench', '--list'])\n"
+            "heavy = [m for m in ('scipy', 'csaps', 'threadpoolctl', 'torch', 'letcc.codes', 'letcc.experiments',\n"
+            "                     'letcc.bench.spline', 'letcc.bench.decode_overhead') if m in sys.modules]\n"
+            "print('HEAVY', heavy)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=_env(),
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "--quick" in run.stdout and "shipped with letcc" in run.stdout
+    assert "HEAVY []" in run.stdout
+
+
+@pytest.mark.skipif(not (REPO_BENCH / "_report.py").exists(), reason="needs the source checkout's bench/")
+def test_source_tree_scripts_still_write_bench_results(tmp_path):
+    """bench/spline.py and bench/decode_overhead.py run the shipped benchmarks into bench/results/ (here
+    of a copy), and bench/_report.py is the research scripts' window on letcc.bench._report."""
     bench = tmp_path / "bench"
     bench.mkdir()
-    for name in ("spline.py", "_report.py", "runtime_overhead.py"):
+    for name in ("spline.py", "decode_overhead.py", "_report.py"):
         shutil.copy(REPO_BENCH / name, bench / name)
-    env = dict(os.environ, PYTHONPATH=str(bench))
-    listed = subprocess.run([sys.executable, "-m", "letcc.cli", "bench", "--list", "--bench-dir", str(bench)],
-                            capture_output=True, text=True, env=env, timeout=120)
-    assert listed.returncode == 0, listed.stderr
-    assert "spline" in listed.stdout and "runtime" in listed.stdout
-    run = subprocess.run(
-        [sys.executable, "-m", "letcc.cli", "bench", "spline", "--bench-dir", str(bench), "--no-progress",
-         "--bench-args", "--ns", "16", "--ms", "1", "100", "--repeats", "2", "--min-run", "0.001",
-         "--ratio-samples", "2", "--ratio-pause", "0", "--name", "spline_cli_test"],
-        capture_output=True, text=True, env=env, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
-    report = bench / "results" / "spline_cli_test.md"
-    assert report.exists()
-    text = report.read_text()
-    assert "| 16 |" in text and "float32" in text and "float64" in text
-    assert "## The target case over time" in text and "paired over time (2 samples" in text
+    for script, args in (("spline.py", ["--ratio-samples", "0", "--no-crossover"]), ("decode_overhead.py", [])):
+        run = subprocess.run([sys.executable, str(bench / script), "--quick", "--name", f"t_{script[:-3]}", *args],
+                             capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert (bench / "results" / f"t_{script[:-3]}.md").is_file()
+    sys.path.insert(0, str(bench))
+    try:
+        import _report
+    finally:
+        sys.path.pop(0)
+        sys.modules.pop("_report", None)
+    from letcc.bench import _report as shipped
 
-
-def test_letcc_bench_without_a_bench_folder_fails_clearly(tmp_path):
-    run = subprocess.run([sys.executable, "-m", "letcc.cli", "bench", "--bench-dir", str(tmp_path / "nope")],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode != 0
-    assert "nope" in run.stderr
+    assert _report.best_time is shipped.best_time and _report.blas_summary is shipped.blas_summary
+    assert _report.RESULTS_DIR == bench / "results"
+    path = _report.write_report("t_report", "T", ["| a |"])
+    assert path == bench / "results" / "t_report.md"
+    assert "- source: unknown (not a git checkout)" in path.read_text()

@@ -4,7 +4,7 @@
     letcc sweep           MSE and RelAcc of LeTCC and BACC against the number of stragglers (Fig. 3)
     letcc table           LeTCC vs BACC over models and (N, K, S) as markdown (Table 1)
     letcc coded-points    the coded images each scheme sends to the workers (Fig. 4)
-    letcc bench           run the master-side overhead benchmarks in the repository's bench/
+    letcc bench           the master-side overhead benchmarks (shipped in letcc.bench), on this machine
 
 Every command writes its files under ``--out`` (default ``./letcc-results``), prints a
 human summary (or, with ``--json``, one JSON document on stdout; messages and progress
@@ -30,8 +30,11 @@ from typing import List, Optional, Sequence
 __all__ = ["main", "build_parser", "find_bench_dir", "BENCHMARKS"]
 
 DEFAULT_OUT = "letcc-results"
-# the master-side overhead benchmarks `letcc bench` runs by default: name -> script in bench/
-BENCHMARKS = {"runtime": "runtime_overhead.py", "spline": "spline.py", "decode": "decode_overhead.py"}
+# the master-side overhead benchmarks `letcc bench` runs by default: name -> module of letcc.bench, or
+# script in the source tree's bench/ for one not shipped yet (letcc.bench.PACKAGED / SOURCE_ONLY)
+from letcc.bench import DEFAULT as _BENCH_DEFAULT, PACKAGED as _BENCH_PACKAGED, SOURCE_ONLY as _BENCH_SOURCE  # noqa: E402
+
+BENCHMARKS = {n: (_BENCH_PACKAGED.get(n) or _BENCH_SOURCE[n]).target for n in _BENCH_DEFAULT}
 
 
 class CLIError(Exception):
@@ -311,68 +314,18 @@ def cmd_coded_points(args) -> int:
     return 0
 
 
-def find_bench_dir(explicit: Optional[os.PathLike] = None) -> Path:
-    """The repository's bench/ folder: ``--bench-dir``, ``$LETCC_BENCH_DIR``, or next to the source tree.
+def find_bench_dir(explicit: Optional[os.PathLike] = None) -> Optional[Path]:
+    """The source tree's bench/ folder, or None where letcc is installed without one
+    (see letcc.bench._cli.find_bench_dir)."""
+    from letcc.bench._cli import find_bench_dir as find
 
-    bench/ is not installed with the package: it exists in a source checkout (editable
-    install), where ``letcc/__init__.py`` lives in ``<repo>/python/letcc``.
-    """
-    cands: List[Path] = []
-    if explicit is not None:
-        cands.append(Path(explicit))
-    elif os.environ.get("LETCC_BENCH_DIR"):
-        cands.append(Path(os.environ["LETCC_BENCH_DIR"]))
-    else:
-        import letcc
-
-        cands.append(Path(letcc.__file__).resolve().parents[2] / "bench")
-        cands.append(Path.cwd() / "bench")
-    for c in cands:
-        if c.is_dir():
-            return c.resolve()
-    raise CLIError(f"no bench/ folder found (looked in {', '.join(str(c) for c in cands)}). The benchmarks ship "
-                   f"with the source repository, not the installed package: run `letcc bench` from a git checkout "
-                   f"of letcc (pip install -e .), or pass --bench-dir / set LETCC_BENCH_DIR")
+    return find(explicit)
 
 
 def cmd_bench(args) -> int:
-    out = _Output(args.json)
-    bench = find_bench_dir(args.bench_dir)
-    available = sorted(p.stem for p in bench.glob("*.py") if not p.name.startswith("_"))
-    if args.list:
-        data = {"bench_dir": str(bench), "available": available, "default": list(BENCHMARKS)}
-        out.result(data, f"benchmarks in {bench}: {', '.join(available) or '(none)'}\n"
-                         f"default (master-side overhead): {', '.join(BENCHMARKS)} -> "
-                         f"{', '.join(BENCHMARKS.values())}")
-        return 0
-    names = args.names or list(BENCHMARKS)
-    scripts = []
-    for name in names:
-        fname = BENCHMARKS.get(name, name if name.endswith(".py") else f"{name}.py")
-        path = bench / fname
-        if not path.is_file():
-            raise CLIError(f"benchmark {name!r}: {path} does not exist (available in {bench}: "
-                           f"{', '.join(available) or 'none'})")
-        scripts.append((name, path))
-    runs = []
-    status = 0
-    for name, path in scripts:
-        cmd = [sys.executable, str(path), *args.bench_args]
-        out.log(f"== {name}: {' '.join(cmd)}")
-        t0 = time.perf_counter()
-        if args.json:
-            proc = subprocess.run(cmd, cwd=bench.parent, stdout=subprocess.PIPE, text=True)
-            runs.append({"name": name, "script": str(path), "returncode": proc.returncode,
-                         "seconds": round(time.perf_counter() - t0, 2), "stdout": proc.stdout})
-        else:
-            proc = subprocess.run(cmd, cwd=bench.parent)
-            runs.append({"name": name, "script": str(path), "returncode": proc.returncode,
-                         "seconds": round(time.perf_counter() - t0, 2)})
-        if proc.returncode != 0:
-            print(f"letcc bench: benchmark {name!r} failed with exit status {proc.returncode}", file=sys.stderr)
-            status = 1
-    out.result({"bench_dir": str(bench), "runs": runs})
-    return status
+    from letcc.bench._cli import run
+
+    return run(args, _Output(args.json))
 
 
 # ---------------------------------------------------------------- parser
@@ -456,17 +409,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p, device=False)
     p.set_defaults(func=cmd_coded_points)
 
-    p = sub.add_parser("bench", help="run the master-side overhead benchmarks in the repository's bench/",
-                       description="Runs bench/runtime_overhead.py, bench/spline.py and bench/decode_overhead.py (or the named ones) "
-                                   "with this Python; they print their tables and write bench/results/. "
-                                   "Needs a source checkout: bench/ is not installed with the package.")
-    p.add_argument("names", nargs="*", help=f"benchmarks to run (default: {' '.join(BENCHMARKS)}); "
-                                            "any script name in bench/ works")
-    p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
-    p.add_argument("--bench-dir", type=Path, default=None, help="the bench/ folder (default: found from the source tree)")
-    p.add_argument("--bench-args", nargs=argparse.REMAINDER, default=[],
-                   help="everything after this is passed to each benchmark script")
-    _add_common(p, device=False, seed=False, out=False)
+    p = sub.add_parser("bench", help="the master-side overhead benchmarks, on this machine (shipped with letcc)",
+                       description="Runs the master-side overhead benchmarks (or the named ones) with this Python, "
+                                   "each in a process of its own: the spline plan against scipy, csaps, numpy GEMM "
+                                   "and the memory-copy floor (spline), the per-call cost of a decode (decode), "
+                                   "both shipped in letcc.bench, and the runtime's per-round overhead (runtime), "
+                                   "still in the source tree's bench/ only. Each prints its table and writes it "
+                                   "under --out. --quick: seconds-long runs on tiny sizes. --list: what there is.")
+    from letcc.bench._cli import add_arguments
+
+    add_arguments(p)
+    _add_common(p, device=False, seed=False)
     p.set_defaults(func=cmd_bench)
     return parser
 
