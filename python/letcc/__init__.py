@@ -7,7 +7,8 @@ Layers, each depending only on the ones above it (imports point down):
                         the protocol a lam policy follows
                         (``letcc.codes.lam_defaults``); ``letcc.nodes``,
                         ``letcc.metrics``
-3. ``letcc.stragglers`` who is late and by how much; above the straggler
+3. ``letcc.stragglers`` who is late and by how much, ``letcc.adversaries`` who
+                        answers wrongly and how; above the straggler
                         models: ``letcc.evaluate`` (the one offline
                         evaluator: coded rounds decoded from many straggler
                         sets), ``letcc.policy`` (LamPolicy: lam rules per
@@ -43,8 +44,8 @@ _LAZY_ATTRS = {
     "cuda_available": "letcc.splines.cuda_dispatch",
 }
 _LAZY_MODULES = {
-    "splines", "codes", "nodes", "metrics", "stragglers", "evaluate", "policy", "runtime", "experiments",
-    "cli",
+    "splines", "codes", "nodes", "metrics", "stragglers", "adversaries", "evaluate", "policy", "runtime",
+    "experiments", "cli",
 }
 
 
