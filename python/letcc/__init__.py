@@ -41,6 +41,7 @@ _LAZY_ATTRS = {
     "tune": "letcc.tune",
     "LamPolicy": "letcc.policy",
     "CodedInference": "letcc.runtime",
+    "CodedServer": "letcc.serving",
     "cuda_available": "letcc.splines.cuda_dispatch",
 }
 _LAZY_MODULES = {

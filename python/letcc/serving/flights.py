@@ -1,0 +1,117 @@
+"""What the dispatcher keeps per request and per dispatched unit of work.
+
+A ``Request`` is one accepted input and its future. A *flight* is work that
+has left the queue and not yet ended:
+
+- ``CodedFlight``: one coded round of B groups of K requests on the N
+  workers, in one ring slot; ``RoundWaiter`` (letcc.runtime.virtual_time)
+  holds its waiting rule on real time (the injected delays are real sleeps in
+  the workers, so the master's virtual delays are 0);
+- ``TaskFlight``: up to b requests on one worker (uncoded behind a load
+  balancer), and for the hedged baseline a second copy on another worker; the
+  first answer wins. Each copy is its own round id in its own ring slot.
+
+Padding a partly filled coded round: the empty positions of a group are
+filled with copies of its last real input (inputs sit at positions 0..n-1 of
+the group, in the order alpha_1 < ... < alpha_K of the code's nodes, so a
+pad repeats its nearest real neighbour). A group with one request thus
+encodes a constant function and decodes f(x) exactly; with more, the
+encoding spline is flattened over the padded tail, never given the jumps a
+foreign input would put there. Padded positions are decoded and discarded.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Request", "CodedFlight", "TaskFlight", "pad_groups"]
+
+
+@dataclass(eq=False)
+class Request:
+    x: np.ndarray
+    future: object
+    t_submit: float          # perf_counter
+    deadline_at: float       # perf_counter; inf: none
+    retries: int = 0
+    state: str = "queued"    # queued | flight | done
+    running: bool = False    # future.set_running_or_notify_cancel() called
+
+
+def pad_groups(requests: list, K: int, row_shape: tuple, dtype) -> np.ndarray:
+    """The (K, B, *row_shape) inputs of a round: request i at (i % K, i // K),
+    the empty positions of the last group padded with its last real input."""
+    n = len(requests)
+    B = -(-n // K)
+    X = np.empty((B, K) + tuple(row_shape), dtype=dtype)
+    flat = X.reshape((B * K,) + tuple(row_shape))
+    for i, req in enumerate(requests):
+        flat[i] = req.x
+    if n < B * K:
+        flat[n:] = flat[n - 1]
+    return X.swapaxes(0, 1)
+
+
+@dataclass(eq=False)
+class CodedFlight:
+    id: int                  # round id
+    ring: int
+    requests: list           # Request, position i -> (group i // K, input i % K)
+    B: int
+    t0: float                # dispatch time (perf_counter)
+    sent: list
+    waiter: object           # RoundWaiter
+    retry_ok: bool = True    # may the requests be queued again if no worker answers
+    raised: dict = field(default_factory=dict)
+
+    kind = "coded"
+
+    @property
+    def deadline_at(self) -> float:
+        return min((r.deadline_at for r in self.requests), default=math.inf)
+
+    def round_ids(self):
+        return (self.id,)
+
+
+@dataclass(eq=False)
+class Copy:
+    """One copy of a task: a round id on one worker, in one ring slot."""
+    round: int
+    worker: int
+    ring: int
+    t0: float
+    hang_at: float = math.inf    # perf_counter after which it counts as hung
+    state: str = "pending"   # pending | done | failed
+
+
+@dataclass(eq=False)
+class TaskFlight:
+    requests: list           # b requests, all on one worker (plus a hedge)
+    copies: list             # Copy
+    hedge_at: float = math.inf     # perf_counter when a second copy goes out
+    raised: dict = field(default_factory=dict)
+
+    kind = "task"
+
+    @property
+    def B(self) -> int:
+        return len(self.requests)
+
+    @property
+    def deadline_at(self) -> float:
+        return min((r.deadline_at for r in self.requests), default=math.inf)
+
+    def round_ids(self):
+        return tuple(c.round for c in self.copies)
+
+    def copy(self, r: int):
+        for c in self.copies:
+            if c.round == r:
+                return c
+        return None
+
+    def pending(self) -> list:
+        return [c for c in self.copies if c.state == "pending"]
