@@ -27,10 +27,19 @@ that ``import letcc`` stays cheap (worker processes import it too).
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any, List
 
 from letcc import _core
 from letcc._version import __version__
 from letcc.splines import SmoothingSpline, SplineSmoother, select_lam_gcv
+
+if TYPE_CHECKING:   # what the lazy names below are, for type checkers (py.typed)
+    from letcc.codes import BACC, LeTCC, Replication, Uncoded
+    from letcc.policy import LamPolicy
+    from letcc.runtime import CodedInference
+    from letcc.serving import CodedServer
+    from letcc.splines.cuda_dispatch import cuda_available
+    from letcc.tune import tune
 
 # public name -> module that defines it (loaded on first access)
 _LAZY_ATTRS = {
@@ -50,7 +59,7 @@ _LAZY_MODULES = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY_ATTRS:
         value = getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
         globals()[name] = value
@@ -60,7 +69,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'letcc' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> List[str]:
     return sorted(set(globals()) | set(_LAZY_ATTRS) | _LAZY_MODULES)
 
 

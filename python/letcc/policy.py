@@ -87,7 +87,8 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Callable
+import os
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
@@ -95,6 +96,10 @@ from letcc._checks import as_choice, as_int, as_real
 from letcc.codes.lam_defaults import (GLOBAL_C0, GLOBAL_END_FACTOR, LOCAL_C0, LOCAL_END_FACTOR, GapScaledLam,
                                       GapTableLam, LocalGapLam, effective_gap, gap_and_end, local_gaps)
 from letcc.splines._validation import as_lam, as_lams
+from letcc._typing import ArrayLike
+
+if TYPE_CHECKING:
+    from letcc.codes import LeTCC
 
 __all__ = ["LamPolicy", "gap_and_end", "effective_gap", "local_gaps", "DEFAULT_C0", "END_FACTOR",
            "LOCAL_C0", "LOCAL_END_FACTOR", "TARGETS", "NOISE_MODES"]
@@ -148,9 +153,9 @@ class LamPolicy:
     as read-only once it is in use.
     """
 
-    def __init__(self, tables=None, *, local: bool = True, c0: float | None = None,
+    def __init__(self, tables: Mapping[Any, dict] | None = None, *, local: bool = True, c0: float | None = None,
                  end_factor: float | None = None, lam_enc: float = 0.0, noise: str = "ignore",
-                 target: str = "mse", report: dict | None = None):
+                 target: str = "mse", report: dict | None = None) -> None:
         if not isinstance(local, (bool, np.bool_)):
             raise TypeError(f"local must be True or False, got {local!r}")
         self.local = bool(local)
@@ -170,7 +175,7 @@ class LamPolicy:
 
     # -- the rules -----------------------------------------------------------
 
-    def rule(self, K: int, N: int):
+    def rule(self, K: int, N: int) -> Any:
         """The letcc.codes.lam_defaults rule this policy applies at (K, N):
         the calibrated table's, else the default formula's."""
         t = self.tables.get((K, N))
@@ -187,7 +192,8 @@ class LamPolicy:
 
     # -- the protocol LeTCC calls --------------------------------------------
 
-    def lam_dec_at(self, beta_available: np.ndarray, alpha: np.ndarray, N: int, K: int):
+    def lam_dec_at(self, beta_available: np.ndarray, alpha: np.ndarray, N: int, K: int
+                   ) -> float | np.ndarray | None:
         """lam for the decoder of the workers at nodes ``beta_available``
         (ascending float64) evaluated at ``alpha``: a float (one lam), a
         read-only (K,) array (one lam per alpha_k), or None (GCV) when
@@ -196,14 +202,14 @@ class LamPolicy:
             return None
         return self.rule(K, N).lam_dec_at(beta_available, alpha, N, K)
 
-    def lam_dec(self, beta_available: np.ndarray, N: int, K: int):
+    def lam_dec(self, beta_available: np.ndarray, N: int, K: int) -> float | np.ndarray | None:
         """lam_dec_at with alpha = Chebyshev points of the first kind (the
         codes' default alpha)."""
         if self.noise == "gcv":
             return None
         return self.rule(K, N).lam_dec(beta_available, N, K)
 
-    def local_gap_rule(self, K: int, N: int):
+    def local_gap_rule(self, K: int, N: int) -> tuple[float, float] | None:
         """(c, end_factor) where the rule for (K, N) is the local-gap rule, else None."""
         return None if self.noise == "gcv" else self.rule(K, N).local_gap_rule(K, N)
 
@@ -225,7 +231,7 @@ class LamPolicy:
         distance of alpha_k beyond the outermost answering node)."""
         return self.rule(K, N).end_k()
 
-    def code(self, K: int, N: int, **kwargs):
+    def code(self, K: int, N: int, **kwargs: Any) -> LeTCC:
         """A LeTCC(K, N) that uses this policy for both lams."""
         from letcc.codes import LeTCC
         return LeTCC(K, N, lam_enc=self.lam_enc(K, N), lam_dec=self, **kwargs)
@@ -233,7 +239,7 @@ class LamPolicy:
     # -- calibration (letcc.tune.calibrate_policy) ----------------------------
 
     @classmethod
-    def calibrate(cls, f: Callable, X_calib, K: int, N: int, **kwargs) -> "LamPolicy":
+    def calibrate(cls, f: Callable, X_calib: ArrayLike, K: int, N: int, **kwargs: Any) -> "LamPolicy":
         """Calibrate the lam_dec rule (and lam_enc) for (K, N) on a calibration
         batch: letcc.tune.calibrate_policy (its docstring lists the options:
         target, labels, stragglers, n_draws, seed, grids, noise_sigma, into,
@@ -280,16 +286,16 @@ class LamPolicy:
                    lam_enc=dflt.get("lam_enc", 0.0), noise=d.get("noise", "ignore"),
                    target=d.get("target", "mse"), report=d.get("report", {}))
 
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike) -> None:
         """Write the policy as JSON (tables, default formula, calibration report)."""
         Path(path).write_text(json.dumps(self.to_dict(), indent=1, allow_nan=False))
 
     @classmethod
-    def load(cls, path) -> "LamPolicy":
+    def load(cls, path: str | os.PathLike) -> "LamPolicy":
         """A policy written by save()."""
         return cls.from_dict(json.loads(Path(path).read_text()))
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, LamPolicy) and self.to_dict() == other.to_dict()
 
     def __repr__(self) -> str:

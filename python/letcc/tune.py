@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import sys
 import time
+import types
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from letcc.evaluate import (coded_outputs, decode_errors, draw_sets, exact_outpu
 from letcc.policy import TARGETS, LamPolicy
 from letcc.splines._validation import as_lams
 from letcc.stragglers import FixedCount, StragglerModel
+from letcc._typing import ArrayLike
 
 __all__ = ["tune", "TuneResult", "calibrate_policy", "DEFAULT_LAM_GRID", "CALIBRATION_LAM_GRID",
            "LOCAL_C_GRID", "LOCAL_END_GRID", "END_K_GRID"]
@@ -86,8 +88,10 @@ def _grid(values, name: str) -> np.ndarray:
     return np.array(as_lams(arr, name))
 
 
-def tune(f, X_calib, K: int, N: int, stragglers=0, lam_enc_grid=None, lam_dec_grid=None,
-         n_draws: int = 20, seed=0, noise_sigma: float = 0.0, alpha=None, beta=None) -> TuneResult:
+def tune(f: Callable, X_calib: ArrayLike, K: int, N: int, stragglers: int | StragglerModel = 0,
+         lam_enc_grid: Sequence[float] | None = None, lam_dec_grid: Sequence[float] | None = None,
+         n_draws: int = 20, seed: int | Sequence[int] | None = 0, noise_sigma: float = 0.0,
+         alpha: ArrayLike | None = None, beta: ArrayLike | None = None) -> TuneResult:
     """Grid search of (lam_enc, lam_dec) minimising LeTCC's end-to-end MSE.
 
     Parameters
@@ -133,11 +137,11 @@ def tune(f, X_calib, K: int, N: int, stragglers=0, lam_enc_grid=None, lam_dec_gr
         outputs = coded_outputs(LeTCC(K, N, lam_enc=le, lam_dec=0.0, alpha=alpha, beta=beta), f, groups)
         for j, ld in enumerate(dec_grid):
             scores[i, j] = mse(LeTCC(K, N, lam_enc=le, lam_dec=ld, alpha=alpha, beta=beta), outputs)
-    i, j = np.unravel_index(np.nanargmin(scores), scores.shape)
+    bi, bj = (int(v) for v in np.unravel_index(np.nanargmin(scores), scores.shape))
 
     default = LeTCC(K, N, alpha=alpha, beta=beta)
     default_mse = mse(default, coded_outputs(default, f, groups))
-    return TuneResult(lam_enc=float(enc_grid[i]), lam_dec=float(dec_grid[j]), mse=float(scores[i, j]),
+    return TuneResult(lam_enc=float(enc_grid[bi]), lam_dec=float(dec_grid[bj]), mse=float(scores[bi, bj]),
                       lam_enc_grid=enc_grid, lam_dec_grid=dec_grid, scores=scores,
                       default_mse=float(default_mse), n_rounds=groups.shape[1], n_draws=len(sets))
 
@@ -202,10 +206,10 @@ def calibrate_policy(cls, f: Callable, X_calib, K: int, N: int, *, target: str =
         pg = calibrate_policy(cls, f, X_calib, K, N, local=False, **kw)
         key = f"{as_int(K, 'K', 1)},{as_int(N, 'N', 1)}"
         rl, rg = pl.report[key], pg.report[key]
-        best = pl if rl["score"] <= rg["score"] else pg
-        best.report[key] = {**best.report[key], "chosen_from": {"local": rl["score"], "global": rg["score"]},
-                            "seconds_both": round(rl["seconds"] + rg["seconds"], 3)}
-        return best
+        chosen = pl if rl["score"] <= rg["score"] else pg
+        chosen.report[key] = {**chosen.report[key], "chosen_from": {"local": rl["score"], "global": rg["score"]},
+                              "seconds_both": round(rl["seconds"] + rg["seconds"], 3)}
+        return chosen
     t0 = time.perf_counter()
     K, N = as_int(K, "K", 1), as_int(N, "N", 1)
     target = as_choice(target, TARGETS, "target")
@@ -251,7 +255,7 @@ def calibrate_policy(cls, f: Callable, X_calib, K: int, N: int, *, target: str =
         t1 = time.perf_counter()
         outputs = coded_outputs(code, f, groups)
         forward += time.perf_counter() - t1
-        err = lam_grid_errors(code.beta, code.alpha, outputs, exact, sets, lambda nodes: grid, labels=lab,
+        err = lam_grid_errors(*_nodes(code), outputs, exact, sets, lambda nodes: grid, labels=lab,
                             noise_sigma=noise_sigma, noise_seed=noise_seed, per_row=local)
         if local:  # per-set errors too, for the references
             err = {"rows": err, "mse": err["mse"].mean(axis=2),
@@ -267,20 +271,20 @@ def calibrate_policy(cls, f: Callable, X_calib, K: int, N: int, *, target: str =
             m = counts == S
             ref[m] = max(min(r[3]["mse"][m].mean(axis=0).min() for r in runs), 1e-300)
     base = {"mse": np.array([min(r[3]["mse"].min() for r in runs)])}
-    best = None
+    best: Any = None
     if local:
         best = _best_local(runs, sets, grid, c_cands, a_cands, target, ref, base,
                            exact, lab, noise_sigma, noise_seed)
     for le, code, outputs, err in ([] if local else runs):
         cost = _cost(err, target, ref, base)
-        gd = np.array([gap_and_end(code.beta[F]) for F in sets])
+        gd = np.array([gap_and_end(_nodes(code)[0][F]) for F in sets])
         edges, members, scale = gap_bins(gd[:, 0])
         lam_gap = grid[None, :] * scale[:, None]  # psi the table gives set s with l = grid[j]
         out = np.flatnonzero(scale != 1.0)
         if out.size:  # sets beyond the table's edges: score them at the lam they will get
-            e2 = lam_grid_errors(code.beta, code.alpha, outputs, exact, [sets[i] for i in out],
+            e2 = lam_grid_errors(*_nodes(code), outputs, exact, [sets[i] for i in out],
                                [lam_gap[i] for i in out], labels=lab, noise_sigma=noise_sigma,
-                               noise_seed=noise_seed, set_ids=out)
+                               noise_seed=noise_seed, set_ids=out.tolist())
             cost = cost.copy()
             cost[out] = _cost(e2, target, None if ref is None else ref[out], base)
         for k in end_grid:
@@ -288,9 +292,9 @@ def calibrate_policy(cls, f: Callable, X_calib, K: int, N: int, *, target: str =
             cost_k = cost
             hit = np.flatnonzero(lam_end > lam_gap[:, 0])  # sets where the end term can win
             if hit.size:
-                e3 = lam_grid_errors(code.beta, code.alpha, outputs, exact, [sets[i] for i in hit],
+                e3 = lam_grid_errors(*_nodes(code), outputs, exact, [sets[i] for i in hit],
                                    [[lam_end[i]] for i in hit], labels=lab, noise_sigma=noise_sigma,
-                                   noise_seed=noise_seed, set_ids=hit)
+                                   noise_seed=noise_seed, set_ids=hit.tolist())
                 c3 = _cost(e3, target, None if ref is None else ref[hit], base)[:, 0]
                 cost_k = cost.copy()
                 # lam = max(psi, end term): where the end term is larger it decides
@@ -314,21 +318,20 @@ def calibrate_policy(cls, f: Callable, X_calib, K: int, N: int, *, target: str =
         "seconds": round(seconds, 3), "forward_seconds": round(forward, 3),
         "score": best["total"],  # the summed calibration cost of the choice
     }
-    base = into if into is not None else cls(target=target)
-    return base.with_table(K, N, table, target, report)
+    policy = into if into is not None else cls(target=target)
+    return policy.with_table(K, N, table, target, report)
 
 def _best_local(runs, sets, grid, c_cands, a_cands, target, ref, base, exact, lab, noise_sigma,
-                noise_seed) -> dict:
+                noise_seed) -> Any:
     """The (lam_enc, a, c) of the local rule with the lowest summed cost over
     the calibration sets. Each output point's error depends only on its own
     lam, so a candidate's error is first read off the per-row errors on the
     lam grid (linear in log lam between grid points, clamped at the grid's
     ends); the LOCAL_SHORTLIST best are then decoded with their exact lams and
     the best of those wins."""
-    scored = []
+    scored: list = []
     pos = grid > 0
     lg = np.log10(grid[pos])
-    best = None
     for le, code, outputs, err in runs:
         rows_mse = err["rows"]["mse"][:, pos, :]  # (n, L+, K)
         rows_acc = None if err["rows"]["acc"] is None else err["rows"]["acc"][:, pos, :]
@@ -350,16 +353,21 @@ def _best_local(runs, sets, grid, c_cands, a_cands, target, ref, base, exact, la
                      "acc": None if rows_acc is None else at(rows_acc).mean(axis=1)[:, None]}
                 scored.append((float(_cost(e, target, ref, base).sum()), len(scored), le, float(c), float(a)))
     by_lam_enc = {r[0]: r for r in runs}
-    best = None
+    best: Any = None
     for _, _, le, c, a in sorted(scored)[:LOCAL_SHORTLIST]:
         _, code, outputs, _ = by_lam_enc[le]
-        e = lam_grid_errors(code.beta, code.alpha, outputs, exact, sets,
+        e = lam_grid_errors(*_nodes(code), outputs, exact, sets,
                           lambda nodes: [local_gap_lams(nodes, code.alpha, c, a)],
                           labels=lab, noise_sigma=noise_sigma, noise_seed=noise_seed)
         total = float(_cost(e, target, ref, base).sum())
         if best is None or total < best["total"] - 1e-9 * abs(total):
             best = {"total": total, "lam_enc": le, "c": c, "end_factor": a}
     return best
+
+
+def _nodes(code: LeTCC) -> tuple[np.ndarray, np.ndarray]:
+    """(beta, alpha) of a constructed code (set by LeTCC.__init__)."""
+    return np.asarray(code.beta), np.asarray(code.alpha)
 
 
 def _cost(err: dict, target: str, ref, base: dict) -> np.ndarray:
@@ -375,7 +383,7 @@ def _cost(err: dict, target: str, ref, base: dict) -> np.ndarray:
 # function above. Importing the module (`from letcc.tune import TuneResult`)
 # binds the package attribute to the module, so make the module callable too:
 # `letcc.tune(...)` then works whichever of the two it holds.
-class _CallableModule(type(sys.modules[__name__])):
+class _CallableModule(types.ModuleType):
     def __call__(self, *args, **kwargs):
         return tune(*args, **kwargs)
 

@@ -10,7 +10,11 @@ another layout) is normalised here first; GPU arrays go to the subclass's
 """
 from __future__ import annotations
 
+from typing import Any, Callable, Optional
+
 import numpy as np
+
+from letcc._typing import Array, ArrayLike
 
 from letcc.splines._arrays import is_gpu_array, is_torch_tensor, to_numpy
 from letcc.splines._validation import float_dtype_of
@@ -20,9 +24,13 @@ class LinearMap:
     """Base of the compiled maps; subclasses set n, q, _apply (the core's
     apply(y, out, threads)) and implement _gpu_call(y, out)."""
 
+    n: int
+    q: int
+    _apply: Callable[..., Any]
+
     __slots__ = ("n", "q", "_apply")
 
-    def __call__(self, y, out=None):
+    def __call__(self, y: ArrayLike, out: Optional[Array] = None) -> Array:
         # The compiled fast path takes only a C-contiguous numpy `out`; any
         # other `out` (strided view, torch tensor) goes through the general path.
         if out is None or (type(out) is np.ndarray and out.flags.c_contiguous):

@@ -34,7 +34,7 @@ class DenseOperator(LinearMap):
         self._op = _core.DenseOperator(a)
         self.q, self.n = a.shape
         self._apply = self._op.apply
-        self._device_copies = {}
+        self._device_copies: dict = {}
 
     @classmethod
     def _from_checked(cls, a: np.ndarray) -> "DenseOperator":

@@ -9,7 +9,11 @@ is not contiguous) is normalised here first.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
+
+from letcc._typing import ArrayLike, Lam
 
 from letcc import _core
 from letcc.splines._linear_map import LinearMap
@@ -52,7 +56,8 @@ class SplineSmoother(LinearMap):
 
     __slots__ = ("x", "at", "lam", "w", "nu", "method", "_plan", "_gpu_plan")
 
-    def __init__(self, x, at, lam=0.0, w=None, *, nu=0, method="auto"):
+    def __init__(self, x: ArrayLike, at: ArrayLike, lam: Lam = 0.0, w: Optional[ArrayLike] = None, *,
+                 nu: int = 0, method: str = "auto") -> None:
         self.x = as_knots(x)
         self.at = as_points(at, "at")
         if self.at.size == 0:

@@ -2,7 +2,11 @@
 columns, evaluated (values, first and second derivatives) wherever asked."""
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
+
+from letcc._typing import Array, ArrayLike
 
 from letcc import _core
 from letcc.splines._arrays import is_gpu_array, is_torch_tensor, to_numpy
@@ -44,7 +48,8 @@ class SmoothingSpline:
     the spline continues as a straight line (natural boundary conditions).
     """
 
-    def __init__(self, x, y, lam=0.0, w=None, axis=0):
+    def __init__(self, x: ArrayLike, y: ArrayLike, lam: Optional[float] = 0.0, w: Optional[ArrayLike] = None,
+                 axis: int = 0) -> None:
         self.x = as_knots(x)
         n = self.x.shape[0]
         self.w = as_weights(w, n)
@@ -126,7 +131,7 @@ class SmoothingSpline:
         return plan(self._gpu_y).reshape(tuple(shape) + self._trailing)
 
     @property
-    def fitted(self):
+    def fitted(self) -> Array:
         """Fitted values g at the knots, shape (n, ...)."""
         if self._gpu_y is not None:
             return self._gpu_eval(self.x, 0, self.x.shape)
@@ -134,14 +139,14 @@ class SmoothingSpline:
         return self._wrap(g.reshape((self.x.shape[0],) + self._trailing))
 
     @property
-    def second_derivatives(self):
+    def second_derivatives(self) -> Array:
         """Second derivatives at the knots (0 at both ends), shape (n, ...)."""
         if self._gpu_y is not None:
             return self._gpu_eval(self.x, 2, self.x.shape)
         gam = self._gamma.astype(self.dtype, copy=False)
         return self._wrap(gam.reshape((self.x.shape[0],) + self._trailing))
 
-    def __call__(self, xq, nu=0):
+    def __call__(self, xq: ArrayLike, nu: int = 0) -> Array:
         nu = as_nu(nu)
         if self._gpu_y is not None:
             return self._gpu_eval(as_points(xq, "xq"), nu, np.shape(xq))
