@@ -409,7 +409,7 @@ def evaluate(schemes, outputs, exact: np.ndarray, sets, labels=None, *, referenc
     outputs, or a mapping with one per name (a scheme's own encoder's:
     coded_outputs); exact (K, B, m); sets: a mapping {S: [answering sets]}
     (fixed_count_sets, sets_by_count), or a plain sequence of sets (grouped
-    here by S = N - |F|); labels (K, B) or None. ``adversaries``: a
+    here by ``S = N - |F|``); labels (K, B) or None. ``adversaries``: a
     letcc.adversaries model corrupting every scheme's outputs with the same
     draws (decode_errors), or a mapping {name: model or None} (None: that
     scheme decodes honest outputs, e.g. an adversary-free reference).
