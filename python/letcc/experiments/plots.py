@@ -95,7 +95,7 @@ def plot_sweep(result: Dict, path: os.PathLike) -> Path:
 
 
 def plot_demo(result: Dict, path: os.PathLike) -> Path:
-    """Bar charts of MSE and RelAcc, and box plots of the virtual round latency, per scheme."""
+    """Bar charts of MSE and RelAcc (with +- 1 standard error), and box plots of the virtual round latency, per scheme."""
     plt = _pyplot()
     schemes = list(result["schemes"])
     style = _style(schemes)
@@ -103,14 +103,18 @@ def plot_demo(result: Dict, path: os.PathLike) -> Path:
     names = [style[s][1] for s in schemes]
     colors = [style[s][0] for s in schemes]
     mse = [result["schemes"][s]["mse"] for s in schemes]
-    axes[0].bar(names, mse, color=colors)
-    axes[0].set_ylabel("MSE of softmax outputs")
+    def se(key):   # +- 1 standard error (results written before they were recorded: none)
+        v = [result["schemes"][s].get(key) for s in schemes]
+        return None if any(x is None for x in v) else v
+
+    axes[0].bar(names, mse, color=colors, yerr=se("mse_se"), capsize=4)
+    axes[0].set_ylabel("MSE of softmax outputs (+- 1 se)")
     axes[0].set_title("error (lower is better)", fontsize=9)
     ra = [result["schemes"][s]["rel_acc"] for s in schemes]
-    axes[1].bar(names, ra, color=colors)
+    axes[1].bar(names, ra, color=colors, yerr=se("rel_acc_se"), capsize=4)
     lo = min(ra)
     axes[1].set_ylim(max(0.0, lo - 0.05), 1.005)
-    axes[1].set_ylabel("RelAcc")
+    axes[1].set_ylabel("RelAcc (+- 1 se)")
     axes[1].set_title("accuracy / base accuracy (higher is better)", fontsize=9)
     lat = [np.asarray(result["schemes"][s]["latencies_s"], dtype=float) for s in schemes]
     axes[2].boxplot(lat, showfliers=True)
@@ -122,8 +126,24 @@ def plot_demo(result: Dict, path: os.PathLike) -> Path:
     fig.subplots_adjust(wspace=0.4)
     cfg = result["config"]
     fig.suptitle(f"letcc demo: {result['model']['name']} [{result['model']['weights']}], K={cfg['K']}, "
-                 f"N={cfg['N']}, S={cfg['S']}, {cfg['rounds']} rounds", fontsize=9)
+                 f"N={cfg['N']}, S={cfg['S']}, {cfg['rounds']} rounds" + _paired_line(result), fontsize=9, y=1.04)
     return _save(fig, path)
+
+
+def _paired_line(result: Dict) -> str:
+    """LeTCC vs BACC with paired standard errors (smaller than the bars' own, which
+    ignore that both schemes err on the same images), when the result has them."""
+    v = result.get("letcc_vs_bacc")
+    if not v or v.get("mse_reduction_pct") is None:
+        return ""
+    red = v["mse_reduction_pct"]
+    line = (f"\nLeTCC vs BACC, paired: MSE {abs(red):.1f}% +- {v['mse_reduction_se']:.1f}% "
+            f"{'lower' if red >= 0 else 'higher'}")
+    line += " (within noise)" if v["within_noise"]["mse"] else ""
+    if v.get("rel_acc_gain_pts") is not None:
+        line += f", RelAcc {v['rel_acc_gain_pts']:+.2f} +- {v['rel_acc_gain_se']:.2f} pts"
+        line += " (within noise)" if v["within_noise"]["rel_acc"] else ""
+    return line
 
 
 def _as_image(x: np.ndarray) -> np.ndarray:
