@@ -30,7 +30,7 @@ def private_cache(tmp_path_factory):
         mp.setenv("TORCH_HOME", str(root / "torch"))
         mp.delenv("LETCC_BENCH_DIR", raising=False)
         mp.delenv("LETCC_DEBUG", raising=False)
-        import torch
+        torch = pytest.importorskip("torch")   # the experiments extra (the bench command: test_cli_bench.py)
 
         threads = torch.get_num_threads()
         try:

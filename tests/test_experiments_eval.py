@@ -11,7 +11,8 @@ coding error is bounded, and within that bound its predictions are the model's o
 """
 import numpy as np
 import pytest
-import torch
+
+torch = pytest.importorskip("torch")  # the experiments extra; skipped where letcc is installed without it
 
 from letcc import metrics
 from letcc.codes import BACC, LeTCC, Uncoded
