@@ -118,8 +118,8 @@ def apply_plan_gpu(smoother, y, out=None, *, store: int = 0, tile: int = 0, dept
         import cupy
     except ImportError:
         raise TypeError(
-            f"GPU arrays of type {type(y).__name__} need CuPy to be viewed without a copy; "
-            "pass a torch CUDA tensor or a CuPy array"
+            f"GPU arrays of type {type(y).__name__} need CuPy to be viewed without a copy "
+            '(pip install "letcc[cuda]"); or pass a torch CUDA tensor or a CuPy array'
         ) from None
     return _apply_cupy(smoother, cupy.asarray(y), out, tuning)
 
