@@ -90,21 +90,26 @@ class Dispatcher(Balancer, WorkerPool):
                 timeout = self._next_due(time.perf_counter())
                 if self._backend.arm(1):          # an answer of the latest round is in already
                     timeout = 0.0
+                cpu = self._publish(cpu)          # before sleeping: stats() sees what is out
                 for ev in self._backend.poll(timeout):
                     self._event(ev)
                 self._check_flights(time.perf_counter())
                 self._restart()
-                t = time.thread_time()
-                with self.stats.lock:
-                    self.stats.master_cpu += t - cpu
-                    self.stats.queue_depth = self.waiting
-                    self.stats.in_flight = n = len(self._flights)
-                    self.stats.max_in_flight_seen = max(self.stats.max_in_flight_seen, n)
-                cpu = t
         except BaseException as exc:          # never leave a future pending
             log.exception("letcc server: the dispatcher failed")
             self.fail_everything(RuntimeError(f"the letcc server's dispatcher failed: {exc!r}"))
             raise
+
+    def _publish(self, cpu: float) -> float:
+        """Queue depth, flights and this thread's CPU time into the stats."""
+        t = time.thread_time()
+        n = len({id(fl) for fl in self._flights.values()})
+        with self.stats.lock:
+            self.stats.master_cpu += t - cpu
+            self.stats.queue_depth = self.waiting
+            self.stats.in_flight = n
+            self.stats.max_in_flight_seen = max(self.stats.max_in_flight_seen, n)
+        return t
 
     def fail_everything(self, exc: BaseException) -> None:
         with self.lock:
@@ -339,10 +344,7 @@ class Dispatcher(Balancer, WorkerPool):
             except Exception as exc:
                 self._end_coded(fl, answered, exc=exc)
                 return
-            for i, req in enumerate(fl.requests):
-                if req is not None:
-                    self._resolve(req, rows[i])
-            self._end_coded(fl, answered)
+            self._end_coded(fl, answered, rows=rows)
             return
         if fl.raised:
             j, tb = next(iter(fl.raised.items()))
@@ -363,7 +365,7 @@ class Dispatcher(Balancer, WorkerPool):
         if all(r is None for r in fl.requests):
             self._end_coded(fl, arrived)
 
-    def _end_coded(self, fl, answered, exc=None, retry=False) -> None:
+    def _end_coded(self, fl, answered, exc=None, retry=False, rows=None) -> None:
         """The round is over: its late workers cancelled, its ring slot free,
         what is left of its requests failed with `exc` or queued again."""
         if self._flights.pop(fl.id, None) is None:
@@ -373,6 +375,10 @@ class Dispatcher(Balancer, WorkerPool):
         self._backend.cancel(late, fl.ring)
         self._free.append(fl.ring)
         self.stats.add(erasures=self.N - len(counted))
+        if rows is not None:                  # after the bookkeeping: stats() agrees with the futures
+            for i, req in enumerate(fl.requests):
+                if req is not None:
+                    self._resolve(req, rows[i])
         left = [r for r in fl.requests if r is not None and r.state == "flight"]
         if retry:
             self._requeue(left, f"round {fl.id}: no worker answered ({fl.waiter.failed or 'none'})")
@@ -404,7 +410,8 @@ class Dispatcher(Balancer, WorkerPool):
 
     def _timeout(self, req, where: str) -> None:
         budget = req.deadline_at - req.t_submit
-        self.stats.add(timeouts=1)
+        if req.state != "done":
+            self.stats.add(timeouts=1)
         self._resolve(req, exc=TimeoutError(f"no estimate within the request's deadline of {budget:g} s {where}"),
                       counted=False)
 
@@ -416,17 +423,17 @@ class Dispatcher(Balancer, WorkerPool):
         if not req.running and not fut.set_running_or_notify_cancel():
             return
         req.running = True
+        latency = time.perf_counter() - req.t_submit
+        with self.stats.lock:                  # first: stats() agrees with what a caller sees resolved
+            if exc is None:
+                self.stats.counts["completed"] += 1
+                self.stats.latencies.append(latency)
+            elif counted:
+                self.stats.counts["errors"] += 1
         try:
             if exc is None:
                 fut.set_result(y)
             else:
                 fut.set_exception(exc)
         except Exception:                      # InvalidStateError: resolved already
-            return
-        latency = time.perf_counter() - req.t_submit
-        with self.stats.lock:
-            if exc is None:
-                self.stats.counts["completed"] += 1
-                self.stats.latencies.append(latency)
-            elif counted:
-                self.stats.counts["errors"] += 1
+            pass

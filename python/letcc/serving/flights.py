@@ -70,7 +70,7 @@ class CodedFlight:
 
     @property
     def deadline_at(self) -> float:
-        return min((r.deadline_at for r in self.requests), default=math.inf)
+        return min((r.deadline_at for r in self.requests if r is not None), default=math.inf)
 
     def round_ids(self):
         return (self.id,)
@@ -102,7 +102,7 @@ class TaskFlight:
 
     @property
     def deadline_at(self) -> float:
-        return min((r.deadline_at for r in self.requests), default=math.inf)
+        return min((r.deadline_at for r in self.requests if r is not None), default=math.inf)
 
     def round_ids(self):
         return tuple(c.round for c in self.copies)

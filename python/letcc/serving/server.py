@@ -221,6 +221,7 @@ class CodedServer:
         hedges, retried, replaced workers), batch fill, queue depth, rounds in
         flight, master CPU per request, the last worker errors."""
         out = self._stats.snapshot(self.rounds_in_flight, self.code.N)
+        out["queue_depth"] = self._d.waiting
         out["last_errors"] = list(self._d.errors)[-5:]
         return out
 
