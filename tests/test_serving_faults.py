@@ -1,0 +1,125 @@
+"""letcc.CodedServer under faults: random SIGKILLs under sustained load lose
+no accepted request; a raising model is a clear error; nothing is left
+behind after close or Ctrl-C. Event-driven: no assertion on wall-clock time.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import letcc
+from letcc.serving import CodedServer, Hedged
+from test_runtime_faults import D, scripted, shm_segments, touch
+from test_serving import WAIT, _assert_gone, f_ref, wait_until
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture
+def script_dir(tmp_path):
+    d = tmp_path / "script"
+    d.mkdir()
+    return d
+
+
+@pytest.mark.parametrize("code", [letcc.LeTCC(4, 8), Hedged(8)], ids=["letcc", "hedged"])
+def test_random_sigkills_under_load_lose_no_accepted_request(script_dir, rng, code):
+    X = rng.random((400, D))
+    s = CodedServer(functools.partial(scripted, str(script_dir)), code, threads_per_worker=1,
+                    max_batch_delay=0.002, rounds_in_flight=2, seed=3)
+    prefix = s.backend.shm_prefix
+    futs, stop, killed = [], threading.Event(), []
+
+    def killer():
+        kr = np.random.default_rng(7)
+        while not stop.is_set() and len(killed) < 8:
+            pids = [p for p in s.worker_pids() if p]
+            if pids:
+                pid = int(kr.choice(pids))
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                except ProcessLookupError:
+                    pass
+            stop.wait(0.15)
+
+    th = threading.Thread(target=killer)
+    th.start()
+    try:
+        for i, x in enumerate(X):
+            futs.append(s.submit(x))
+            if i % 20 == 19:
+                time.sleep(0.01)           # sustained, not one burst
+        for f in futs:
+            f.exception(WAIT)              # resolves: an estimate or a clear error, never pending
+    finally:
+        stop.set()
+        th.join()
+        pids = s.worker_pids()
+        s.close()
+    assert killed and all(f.done() for f in futs)
+    ok = [i for i, f in enumerate(futs) if f.exception() is None]
+    for f in futs:
+        if f.exception() is not None:
+            assert isinstance(f.exception(), (RuntimeError, TimeoutError)) and str(f.exception())
+    assert len(ok) >= len(futs) // 2
+    got = np.stack([futs[i].result() for i in ok])
+    assert np.all(np.isfinite(got)) and got.shape == (len(ok), 3)
+    if isinstance(code, Hedged):            # uncoded copies: exact whenever they answer
+        np.testing.assert_allclose(got, f_ref(X[ok]), rtol=1e-12)
+    _assert_gone([p for p in pids if p], prefix)
+    for pid in killed:
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+
+
+def test_a_raising_model_fails_the_requests_with_its_traceback(script_dir, rng):
+    X = rng.random((4, D))
+    with CodedServer(functools.partial(scripted, str(script_dir)), letcc.LeTCC(4, 8), threads_per_worker=1,
+                     max_batch_delay=1e6) as s:
+        for f in [s.submit(x) for x in X]:
+            f.result(WAIT)
+        for j in range(8):
+            touch(script_dir / f"raise{j}")
+        futs = [s.submit(x) for x in X]
+        for f in futs:
+            with pytest.raises(RuntimeError, match="boom from the model"):
+                f.result(WAIT)
+        for j in range(8):
+            os.unlink(script_dir / f"raise{j}")
+        assert s.stats()["errors"] == 4
+
+
+def test_ctrl_c_leaves_no_process_or_segment_behind(script_dir, tmp_path):
+    touch(script_dir / "block0")
+    code = f"""
+        import functools, json, sys, numpy as np
+        sys.path.insert(0, {TESTS!r})
+        import letcc
+        from letcc.serving import CodedServer
+        from test_runtime_faults import scripted
+        if __name__ == "__main__":
+            with CodedServer(functools.partial(scripted, {str(script_dir)!r}), letcc.Uncoded(2),
+                             threads_per_worker=1) as s:
+                print(json.dumps(dict(pids=s.worker_pids(), prefix=s.backend.shm_prefix)), flush=True)
+                futs = [s.submit(np.zeros({D})) for _ in range(4)]
+                [f.result() for f in futs]      # worker 0 blocks: waits here until Ctrl-C
+    """
+    path = tmp_path / "master.py"
+    path.write_text(textwrap.dedent(code))
+    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True)
+    info = json.loads(proc.stdout.readline())
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(WAIT)
+    assert proc.returncode != 0              # KeyboardInterrupt
+    _assert_gone(info["pids"], info["prefix"])
