@@ -153,3 +153,28 @@ def test_ray_two_node_cluster_survives_removing_a_node(ray_cluster, rng):
         out = ci(X)
         assert sorted(ci.last_round.answered) == [0, 1, 2, 3]
         np.testing.assert_allclose(out, reference(code, X, range(4)), rtol=1e-11, atol=1e-11)
+
+
+def test_ray_serves_coded_rounds_in_flight_and_the_hedged_baseline(ray_cluster, rng):
+    """CodedServer(backend="ray"): rounds in flight on one actor per worker give
+    the round API's estimates; the hedged baseline answers exactly."""
+    from letcc.serving import CodedServer, Hedged
+
+    code = letcc.LeTCC(4, 8)
+    X = rng.random((16, D))
+    with CodedServer(functools.partial(model), code, backend="ray", rounds_in_flight=2, max_batch_delay=1e6,
+                     wait_for=8, threads_per_worker=1) as s:
+        futs = [s.submit(x) for x in X]
+        got = np.stack([f.result(120) for f in futs])
+        st = s.stats()
+    for r in range(4):
+        groups = X[4 * r:4 * r + 4]
+        coded = np.asarray(code.encode(groups))
+        f = Model(None).f
+        Y = np.stack([f(coded[j][None])[0] for j in range(8)])
+        want = np.asarray(code.decode(Y, np.arange(8)))
+        np.testing.assert_allclose(got[4 * r:4 * r + 4], want, rtol=1e-10, atol=1e-12)
+    assert st["completed"] == 16 and 1 <= st["rounds"] <= 4      # B groups of K when the queue is deep
+    with CodedServer(functools.partial(model), Hedged(4), backend="ray", threads_per_worker=1) as s:
+        got = np.stack(s.map(X, timeout=120))
+    np.testing.assert_allclose(got, Model(None).f(X), rtol=1e-12)

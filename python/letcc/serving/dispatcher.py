@@ -66,6 +66,7 @@ class Dispatcher(Balancer, WorkerPool):
         self._free = deque(range(ring))
         self._layout = None                   # (row shape, dtype) of the requests
         self._probed = False
+        self._sized = False
         self._round = 0                       # the last round id used (ids increase)
         super().__init__(backend, model_factory, devices, threads_per_worker, start_method=start_method,
                          chunk_rows=chunk_rows, ray_options=ray_options, rounds_in_flight=ring)
@@ -218,9 +219,11 @@ class Dispatcher(Balancer, WorkerPool):
 
     def _prepare_layout(self, b: int) -> None:
         """Size every ring slot for the largest round before rounds are in flight."""
-        if not self._probed:
+        if not self._probed and not self._sized:
             shape, dtype = self._layout
-            self._backend.input_view(max(b, self.max_groups), shape, dtype)
+            _, need_probe = self._backend.input_view(max(b, self.max_groups), shape, dtype)
+            self._sized = True
+            self._probed = not need_probe       # the Ray backend learns the layout from the answers
 
     def _probe_once(self, r: int, b: int, workers) -> None:
         if not self._probed:
