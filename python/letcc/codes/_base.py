@@ -29,8 +29,11 @@ i of Y is the output of worker available[i].
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any
 
 import numpy as np
+
+from letcc._typing import Array, Indices
 
 from letcc._checks import as_int
 from letcc.codes._arrays import as_array, is_torch_tensor, take_rows
@@ -59,7 +62,7 @@ class Code(ABC):
     adversaries: int = 0
 
     @abstractmethod
-    def encode(self, X, out=None, rows=None):
+    def encode(self, X: Array, out: Array | None = None, rows: Indices | None = None) -> Array:
         """X (K, ...) -> coded inputs (N, ...), same kind and dtype as X;
         written into `out` (and `out` returned) when given. `rows` (distinct
         worker indices, any order): only the coded inputs of those workers,
@@ -67,7 +70,7 @@ class Code(ABC):
         computes when some workers will not be sent the round)."""
 
     @abstractmethod
-    def decode(self, Y, available):
+    def decode(self, Y: Array, available: Indices) -> Any:
         """Y (len(available), ...) outputs of workers `available` -> (K, ...) estimates."""
 
     @abstractmethod

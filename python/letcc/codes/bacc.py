@@ -15,7 +15,11 @@ GPU arrays.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from letcc._typing import Array, ArrayLike, Indices
 
 from letcc.codes._base import Code, as_count
 from letcc.codes._arrays import take_rows, to_host_2d
@@ -75,7 +79,8 @@ class BACC(Code):
     gives a constant).
     """
 
-    def __init__(self, K, N, alpha=None, beta=None, plan_cache_size: int = 128, adversaries=0):
+    def __init__(self, K: int, N: int, alpha: ArrayLike | None = None, beta: ArrayLike | None = None,
+                 plan_cache_size: int = 128, adversaries: int = 0) -> None:
         self.K = as_count(K, "K")
         self.N = as_count(N, "N")
         self.adversaries = check_adversaries(adversaries, self.N, (self.N - 2 * self.K + 1) // 2,
@@ -87,7 +92,7 @@ class BACC(Code):
         self._decoders = PlanCache(plan_cache_size)
         self._row_encoders = PlanCache(plan_cache_size)
 
-    def encode(self, X, out=None, rows=None):
+    def encode(self, X: Array, out: Array | None = None, rows: Indices | None = None) -> Array:
         """X (K, ...) -> (N, ...) coded inputs; written into `out` when given.
         With `rows` (worker indices): only those workers' coded inputs, in that
         order (the encoder matrix's rows, an operator cached per rows)."""
@@ -120,7 +125,7 @@ class BACC(Code):
         inverse[order] = np.arange(order.shape[0])
         return M[:, inverse]
 
-    def decode(self, Y, available, return_flagged: bool = False):
+    def decode(self, Y: Array, available: Indices, return_flagged: bool = False) -> Any:
         """Y (len(available), ...) outputs of workers `available` (any order) -> (K, ...).
         With ``return_flagged``: (estimates, flagged), flagged the sorted
         int64 worker indices judged wrong and dropped (empty with adversaries=0)."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from letcc._typing import Array, Indices
+
 from letcc.codes._arrays import take_rows
 from letcc.codes._base import Code, as_count
 
@@ -19,13 +21,13 @@ __all__ = ["Uncoded", "Replication"]
 class Replication(Code):
     """r-fold replication of K inputs on N = K * r workers (worker i computes input i % K)."""
 
-    def __init__(self, K, r):
+    def __init__(self, K: int, r: int) -> None:
         self.K = as_count(K, "K")
         self.r = as_count(r, "r")
         self.N = self.K * self.r
         self.assignment = np.arange(self.N, dtype=np.int64) % self.K  # input each worker computes
 
-    def encode(self, X, out=None, rows=None):
+    def encode(self, X: Array, out: Array | None = None, rows: Indices | None = None) -> Array:
         """X (K, ...) -> (N, ...) with row i = X[i % K] (a copy; Uncoded returns
         X itself unless `out` is given, which is written and returned). With
         `rows` (worker indices): only those workers' rows, in that order."""
@@ -45,7 +47,7 @@ class Replication(Code):
         first[vals] = pos
         return first
 
-    def decode(self, Y, available):
+    def decode(self, Y: Array, available: Indices) -> Array:
         """Y (len(available), ...) -> (K, ...): row k = the first listed copy of input k."""
         avail = self._available(available)
         Y = self._outputs(Y, avail)
@@ -73,7 +75,7 @@ class Uncoded(Replication):
 
     complete_needs_every_worker = True      # each worker holds the only copy of its input
 
-    def __init__(self, K):
+    def __init__(self, K: int) -> None:
         super().__init__(K, 1)
 
     def __repr__(self) -> str:

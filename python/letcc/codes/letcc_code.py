@@ -11,7 +11,11 @@ letcc.DenseOperator and cached the same way.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from letcc._typing import Array, ArrayLike, Indices
 
 from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._base import Code, as_count
@@ -119,8 +123,9 @@ class LeTCC(Code):
     float64 array when the policy chose one lam per alpha_k).
     """
 
-    def __init__(self, K, N, lam_enc="auto", lam_dec="auto", alpha=None, beta=None,
-                 plan_cache_size: int = 128, adversaries=0, flag_threshold=None, output_space="linear"):
+    def __init__(self, K: int, N: int, lam_enc: Any = "auto", lam_dec: Any = "auto", alpha: ArrayLike | None = None,
+                 beta: ArrayLike | None = None, plan_cache_size: int = 128, adversaries: int = 0,
+                 flag_threshold: float | None = None, output_space: str = "linear") -> None:
         self.K = as_count(K, "K")
         self.output_space = as_output_space(output_space)
         self._log = self.output_space == "log"
@@ -146,7 +151,7 @@ class LeTCC(Code):
 
     # ---- encoding -------------------------------------------------------
 
-    def encode(self, X, out=None, rows=None):
+    def encode(self, X: Array, out: Array | None = None, rows: Indices | None = None) -> Array:
         """X (K, ...) -> coded inputs (N, ...): the encoder spline at every beta_n.
         With `out` ((N, ...), X's kind and dtype) the result is written there.
         With `rows` (worker indices): only those workers' coded inputs,
@@ -248,7 +253,7 @@ class LeTCC(Code):
             lam = float(lam[0])  # one lam after all: the banded spline plan
         return SplineSmoother(beta_av, self.alpha, lam=lam), lam
 
-    def decode(self, Y, available, return_flagged: bool = False):
+    def decode(self, Y: Array, available: Indices, return_flagged: bool = False) -> Any:
         """Y (len(available), ...) outputs of workers `available` (any order) -> (K, ...).
         With ``return_flagged``: (estimates, flagged), flagged the sorted
         int64 worker indices judged wrong and left out (always empty with
