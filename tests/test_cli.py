@@ -202,15 +202,22 @@ def test_coded_points_draws_both_codes(capsys, tmp_path):
 # (the shipped benchmarks themselves, run for real: tests/test_cli_bench.py)
 
 @pytest.fixture
-def fake_bench(tmp_path):
-    """A source tree's bench/: the one benchmark not shipped yet, a research script, a broken one,
-    and the shims of the shipped ones (which --list does not name twice)."""
+def fake_bench(tmp_path, monkeypatch):
+    """A source tree's bench/: a benchmark not shipped yet (letcc.bench.SOURCE_ONLY has none today:
+    one is added for the test), a research script, a broken one, and the shims of the shipped ones
+    (which --list does not name twice)."""
+    from letcc import bench
+    from letcc.bench import _cli
+
+    monkeypatch.setitem(bench.SOURCE_ONLY, "unshipped", bench.Benchmark("unshipped_bench.py", "not shipped yet"))
+    monkeypatch.setitem(_cli._ALIASES, "unshipped_bench", "unshipped")
     d = tmp_path / "repo" / "bench"
     d.mkdir(parents=True)
-    (d / "runtime_overhead.py").write_text(textwrap.dedent("""
+    (d / "unshipped_bench.py").write_text(textwrap.dedent("""
         import sys
-        print("runtime table", " ".join(sys.argv[1:]))
+        print("unshipped table", " ".join(sys.argv[1:]))
     """))
+    (d / "runtime_overhead.py").write_text("raise SystemExit('the shim must not run')\n")
     (d / "rates.py").write_text("print('rates table')\n")
     (d / "spline.py").write_text("raise SystemExit('the shim must not run')\n")
     (d / "decode_overhead.py").write_text("raise SystemExit('the shim must not run')\n")
@@ -220,21 +227,22 @@ def fake_bench(tmp_path):
 
 
 def test_bench_runs_source_tree_scripts_with_this_python(capsys, fake_bench):
-    code, res, err = run_cli(capsys, "bench", "runtime", "rates.py", "--bench-dir", fake_bench, "--json",
+    code, res, err = run_cli(capsys, "bench", "unshipped", "rates.py", "--bench-dir", fake_bench, "--json",
                              "--bench-args", "--rounds", "3")
     assert code == 0, err
-    assert [(r["name"], r["kind"]) for r in res["runs"]] == [("runtime", "source"), ("rates", "source")]
-    assert res["runs"][0]["stdout"].strip() == "runtime table --rounds 3"
+    assert [(r["name"], r["kind"]) for r in res["runs"]] == [("unshipped", "source"), ("rates", "source")]
+    assert res["runs"][0]["stdout"].strip() == "unshipped table --rounds 3"
     assert res["runs"][1]["stdout"].strip() == "rates table"
     assert "not --out" in err          # they write bench/results/, and say so
     code, res, _ = run_cli(capsys, "bench", "--bench-dir", fake_bench, "--list", "--json")
     assert code == 0 and res["bench_dir"] == str(fake_bench.resolve())
     assert {n: b["module"] for n, b in res["packaged"].items()} == {"spline": "letcc.bench.spline",
-                                                                    "decode": "letcc.bench.decode_overhead"}
+                                                                    "decode": "letcc.bench.decode_overhead",
+                                                                    "runtime": "letcc.bench.runtime_overhead"}
     assert all(b["summary"] for b in res["packaged"].values())
-    assert res["source_only"]["runtime"]["path"] == str(fake_bench.resolve() / "runtime_overhead.py")
+    assert res["source_only"]["unshipped"]["path"] == str(fake_bench.resolve() / "unshipped_bench.py")
     assert res["research"] == ["broken", "rates"] and res["default"] == ["runtime", "spline", "decode"]
-    assert cli.BENCHMARKS == {"runtime": "runtime_overhead.py", "spline": "letcc.bench.spline",
+    assert cli.BENCHMARKS == {"runtime": "letcc.bench.runtime_overhead", "spline": "letcc.bench.spline",
                               "decode": "letcc.bench.decode_overhead"}
 
 
@@ -243,24 +251,24 @@ def test_bench_failures_are_reported(capsys, fake_bench, monkeypatch):
     assert code == 1 and "failed with exit status 3" in err
     code, _, err = run_cli(capsys, "bench", "nosuch", "--bench-dir", fake_bench)
     assert code == 2 and "nosuch" in err and "no such benchmark" in err and "rates" in err
-    code, _, err = run_cli(capsys, "bench", "runtime", "--quick", "--bench-dir", fake_bench)
+    code, _, err = run_cli(capsys, "bench", "unshipped", "--quick", "--bench-dir", fake_bench)
     assert code == 2 and "no --quick size" in err
     monkeypatch.setenv("LETCC_BENCH_DIR", str(fake_bench.parent / "missing"))
     code, _, err = run_cli(capsys, "bench")
     assert code == 2 and "LETCC_BENCH_DIR" in err and "missing" in err and "no such folder" in err
 
 
-def test_bench_without_a_source_tree_names_what_is_source_only(capsys, monkeypatch):
+def test_bench_without_a_source_tree_names_what_is_source_only(capsys, monkeypatch, fake_bench):
     """As from an installed wheel: no bench/ anywhere."""
     from letcc.bench import _cli
 
     monkeypatch.setattr(_cli, "find_bench_dir", lambda explicit=None: None)
     code, res, _ = run_cli(capsys, "bench", "--list", "--json")
     assert code == 0 and res["bench_dir"] is None and res["research"] == []
-    assert res["source_only"]["runtime"]["path"] is None and set(res["packaged"]) == {"spline", "decode"}
+    assert res["source_only"]["unshipped"]["path"] is None and set(res["packaged"]) == {"spline", "decode", "runtime"}
     code, out, _ = run_cli(capsys, "bench", "--list")
-    assert "in the source tree only" in out and "not found here" in out and "runtime" in out
-    code, _, err = run_cli(capsys, "bench", "runtime")
+    assert "in the source tree only" in out and "not found here" in out and "unshipped" in out
+    code, _, err = run_cli(capsys, "bench", "unshipped")
     assert code == 2 and "source tree only" in err and "git checkout" in err
     code, _, err = run_cli(capsys, "bench", "rates")
     assert code == 2 and "no such benchmark" in err

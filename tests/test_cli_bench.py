@@ -41,7 +41,7 @@ def check_spline_report(text):
 
 def test_letcc_bench_quick_runs_the_shipped_benchmarks(capsys, monkeypatch, tmp_path):
     """`letcc bench --quick`, as where letcc is installed without a source tree: spline and decode
-    run (in processes of their own), runtime is skipped as not shipped yet."""
+    and runtime run (in processes of their own)."""
     from letcc.bench import _cli
 
     monkeypatch.setattr(_cli, "find_bench_dir", lambda explicit=None: None)
@@ -51,11 +51,16 @@ def test_letcc_bench_quick_runs_the_shipped_benchmarks(capsys, monkeypatch, tmp_
     out, err = capsys.readouterr()
     assert code == 0, err
     res = json.loads(out)
-    assert [(r["name"], r["kind"], r["returncode"]) for r in res["runs"]] == [("spline", "packaged", 0),
-                                                                              ("decode", "packaged", 0)]
-    assert [s["name"] for s in res["skipped"]] == ["runtime"] and "source tree only" in res["skipped"][0]["reason"]
-    assert "runtime: skipped" in err
-    spline, decode = res["runs"]
+    assert sorted((r["name"], r["kind"], r["returncode"]) for r in res["runs"]) == [
+        ("decode", "packaged", 0), ("runtime", "packaged", 0), ("spline", "packaged", 0)]
+    assert not res["skipped"]
+    runs = {r["name"]: r for r in res["runs"]}
+    spline, decode, runtime = runs["spline"], runs["decode"], runs["runtime"]
+    assert runtime["files"] == [str(out_dir / "runtime_overhead.md")]
+    text = Path(runtime["files"][0]).read_text()
+    for part in ("# Runtime overhead per round", "- cpu: ", "**`--quick` run**", "| 16 | virtual | local |",
+                 "| 16 | sleep | threads |", "bare pipes round"):
+        assert part in text, part
     assert spline["files"] == [str(out_dir / f"spline-{_machine_kind()}.md")]
     assert decode["files"] == [str(out_dir / "decode_overhead.md")]
     # the table is printed, and the same one is written
