@@ -21,7 +21,7 @@ from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._base import Code, as_count
 from letcc._checks import as_real
 from letcc.codes._plan_cache import PlanCache
-from letcc.codes.robust import DetectionSplines, check_adversaries, spline_locate
+from letcc.codes.robust import DetectionSplines, check_adversaries, check_valid, invalid_rows, spline_locate
 from letcc.codes.lam_defaults import local_gap_rows, resolve_lam_dec, resolve_lam_enc
 from letcc.codes.output_space import as_output_space, from_log, to_log
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
@@ -102,6 +102,15 @@ class LeTCC(Code):
         erase an answer only when its score exceeds t^2 times the median
         score (a z-rule on the LOO residual norms), so that rounds without
         wrong answers keep every answer.
+    valid : None, 'simplex' or callable, default None (with output_space='log': 'simplex')
+        With adversaries > 0: answers that cannot be right are erased before
+        the spline locator runs, all of them (they are flagged too), and the
+        locator erases at most E minus their number more. 'simplex': every
+        class vector of an answer (its last axis) must be a probability
+        vector (finite, entries >= -1e-3, sum 1 within 1e-3), as a
+        classifier's softmax is; a callable: ``valid(Y) -> (len(Y),) bool``,
+        True for a possible answer. Costs one pass over the outputs.
+        ValueError when every answer fails. Ignored with adversaries=0.
     output_space : 'linear' or 'log', default 'linear'
         Where the decoder works. 'linear': on the outputs as they are (any
         f). 'log': for workers that return probabilities over the last axis
@@ -125,7 +134,7 @@ class LeTCC(Code):
 
     def __init__(self, K: int, N: int, lam_enc: Any = "auto", lam_dec: Any = "auto", alpha: ArrayLike | None = None,
                  beta: ArrayLike | None = None, plan_cache_size: int = 128, adversaries: int = 0,
-                 flag_threshold: float | None = None, output_space: str = "linear") -> None:
+                 flag_threshold: float | None = None, output_space: str = "linear", valid: Any = None) -> None:
         self.K = as_count(K, "K")
         self.output_space = as_output_space(output_space)
         self._log = self.output_space == "log"
@@ -134,6 +143,9 @@ class LeTCC(Code):
         self.flag_threshold = None if flag_threshold is None else as_real(flag_threshold, "flag_threshold", 0.0,
                                                                           strict=True)
         self._detection = DetectionSplines(plan_cache_size)
+        self.valid = check_valid(valid)
+        if self._log and self.adversaries and self.valid is None:
+            self.valid = "simplex"      # the log space takes probabilities: anything else is wrong
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
         self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
         self._lam_dec_kind, self._lam_dec_value = resolve_lam_dec(lam_dec, self.K, self.N, self.output_space)
@@ -260,13 +272,18 @@ class LeTCC(Code):
         adversaries=0)."""
         avail = self._available(available)
         Y = self._outputs(Y, avail)
+        if self.adversaries and self.valid is not None:
+            avail, Y, invalid = self._erase_invalid(avail, Y)
         if self._log:
             if Y.ndim < 2:
                 raise ValueError("output_space='log' needs a class axis: Y must be (len(available), ..., classes), "
                                  f"got shape {tuple(Y.shape)}")
             Y = to_log(Y)
         if self.adversaries:
-            avail, Y, flagged = self._erase_flagged(avail, Y)
+            budget = self.adversaries if self.valid is None else max(self.adversaries - invalid.size, 0)
+            avail, Y, flagged = self._erase_flagged(avail, Y, budget)
+            if self.valid is not None and invalid.size:
+                flagged = np.union1d(invalid, flagged)
         # only a stated local-gap rule gives dense decoders without looking at
         # Y (a fixed lam is a banded plan; GCV and other policies may need Y)
         est = self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
@@ -276,12 +293,25 @@ class LeTCC(Code):
             return est, (flagged if self.adversaries else np.zeros(0, dtype=np.int64))
         return est
 
-    def _erase_flagged(self, avail: np.ndarray, Y):
+    def _erase_invalid(self, avail: np.ndarray, Y):
+        """(avail', Y', invalid): the answers ``valid`` rejects removed (all of
+        them, keeping at least one answer)."""
+        bad = invalid_rows(Y, to_host_2d(Y).astype(np.float64, copy=False), self.valid)
+        if not bad.any():
+            return avail, Y, np.zeros(0, dtype=np.int64)
+        if bad.all():
+            raise ValueError(f"every answer of this decode fails valid={self.valid!r}: nothing to decode")
+        keep_rows = np.flatnonzero(~bad)
+        return avail[keep_rows], take_rows(Y, keep_rows), np.sort(avail[bad])
+
+    def _erase_flagged(self, avail: np.ndarray, Y, budget: int):
         """(avail', Y', flagged): the spline locator's erasures removed."""
+        if budget <= 0:
+            return avail, Y, np.zeros(0, dtype=np.int64)
         order = np.argsort(avail, kind="stable")
         srt = avail[order]
         Yh = to_host_2d(Y)[order].astype(np.float64, copy=False)
-        pos = spline_locate(self.beta[srt], Yh, self.adversaries, self._detection, self.flag_threshold)
+        pos = spline_locate(self.beta[srt], Yh, budget, self._detection, self.flag_threshold)
         if pos.size == 0:
             return avail, Y, np.zeros(0, dtype=np.int64)
         flagged = np.sort(srt[pos])

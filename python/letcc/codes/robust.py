@@ -56,7 +56,7 @@ from letcc.codes._plan_cache import PlanCache
 from letcc.splines import SplineSmoother
 from letcc.splines.gcv import lam_scale
 
-__all__ = ["check_adversaries", "DetectionSplines", "spline_locate", "bw_needed", "bw_locator_values", "bw_locate"]
+__all__ = ["check_adversaries", "check_valid", "invalid_rows", "DetectionSplines", "spline_locate", "bw_needed", "bw_locator_values", "bw_locate"]
 
 
 # lam of the detection spline, in units of lam_scale (the Reinsch balance point)
@@ -83,14 +83,20 @@ def check_adversaries(E, N: int, maximum: int, why: str) -> int:
 
 
 class DetectionSplines:
-    """Per answering set (ascending nodes): the detection spline's plan at the
-    knots and 1 - diag H, cached."""
+    """Per answering set (ascending detection knots): the detection spline's
+    plan at the knots and 1 - diag H, and the (n, n) LOO residual operator
+    A = diag(1 / (1 - H_ii)) (I - H) (row i of A Y: worker i's leave-one-out
+    residual), cached."""
 
     def __init__(self, maxsize: int = 128):
         self._cache = PlanCache(maxsize)
+        self._ops = PlanCache(maxsize)
 
     def get(self, nodes: np.ndarray):
         return self._cache.get(nodes.tobytes(), lambda: _detection_spline(nodes))
+
+    def loo_operator(self, nodes: np.ndarray) -> np.ndarray:
+        return self._ops.get(nodes.tobytes(), lambda: _loo_operator(nodes))
 
 
 def _detection_spline(nodes: np.ndarray):
@@ -100,10 +106,25 @@ def _detection_spline(nodes: np.ndarray):
     return plan, one_minus_diag
 
 
+def _loo_operator(nodes: np.ndarray) -> np.ndarray:
+    plan, omd = _detection_spline(nodes)
+    A = -plan.matrix()
+    A[np.diag_indices_from(A)] += 1.0
+    A /= omd[:, None]
+    A.flags.writeable = False
+    return A
+
+
 def loo_scores(plan: SplineSmoother, one_minus_diag: np.ndarray, Y: np.ndarray) -> np.ndarray:
     """s_i = ||y_i - (H Y)_i||^2 / (1 - H_ii)^2 for Y (n, m) float64."""
     R = Y - plan(Y)
     return np.einsum("ij,ij->i", R, R) / (one_minus_diag * one_minus_diag)
+
+
+def gram_scores(A: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """The same scores from the Gram matrix G = Y Y^T of the rows:
+    s_i = (A G A^T)_ii, O(n^3), no pass over the m outputs."""
+    return np.maximum(np.einsum("ij,jk,ik->i", A, G, A), 0.0)
 
 
 def detection_knots(nodes: np.ndarray) -> np.ndarray:
@@ -116,23 +137,64 @@ def detection_knots(nodes: np.ndarray) -> np.ndarray:
 
 
 def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSplines,
-                  flag_threshold=None) -> np.ndarray:
+                  flag_threshold=None, G=None) -> np.ndarray:
     """Positions (into the ascending `nodes` / rows of Y (n, m) float64) of the
     workers the spline locator erases, in the order erased (at most
-    min(E, n - 3))."""
+    min(E, n - 3)). One pass over Y (its Gram matrix Y Y^T, or `G` when
+    given); every step after is on (n, n) matrices."""
     n = nodes.shape[0]
+    steps = min(E, n - 3)
+    if steps <= 0:
+        return np.zeros(0, dtype=np.int64)
     t = detection_knots(nodes)
+    if G is None:
+        G = Y @ Y.T
     keep = np.arange(n)
     erased = []
-    for _ in range(min(E, n - 3)):
-        plan, omd = splines.get(np.ascontiguousarray(t[keep]))
-        s = loo_scores(plan, omd, Y[keep] if len(erased) else Y)
+    for _ in range(steps):
+        A = splines.loo_operator(np.ascontiguousarray(t[keep]))
+        s = gram_scores(A, G[np.ix_(keep, keep)] if erased else G)
         i = int(np.argmax(s))
         if flag_threshold is not None and not s[i] > flag_threshold * flag_threshold * np.median(s):
             break
         erased.append(int(keep[i]))
         keep = np.delete(keep, i)
     return np.array(erased, dtype=np.int64)
+
+
+# ---------------------------------------------------------------- answers that cannot be right
+
+SIMPLEX_TOL = 1e-3
+
+
+def check_valid(valid):
+    """None, 'simplex' or a callable; ValueError / TypeError naming the value."""
+    if valid is None or callable(valid):
+        return valid
+    if isinstance(valid, str) and valid == "simplex":
+        return valid
+    raise ValueError(f"valid must be None, 'simplex' or a callable Y -> (n,) bool, got {valid!r}")
+
+
+def invalid_rows(Y, Yh: np.ndarray, valid) -> np.ndarray:
+    """(n,) bool, True where a row of Y (n, ...) cannot be an honest answer.
+    Yh: Y on the host as float64 (n, -1), rows in Y's order.
+
+    'simplex': every class vector of the row (Y's last axis; 1-D Y: the row
+    is one class vector) is a probability vector: finite, entries >=
+    -SIMPLEX_TOL, summing to 1 within SIMPLEX_TOL. A callable: valid(Y) ->
+    (n,) booleans, True for a possible answer."""
+    n = Yh.shape[0]
+    if valid == "simplex":
+        C = Y.shape[-1] if Y.ndim >= 2 else Yh.shape[1]
+        V = Yh.reshape(n, -1, C)
+        with np.errstate(invalid="ignore"):
+            ok = (V.min(axis=(1, 2)) >= -SIMPLEX_TOL) & (np.abs(V.sum(axis=2) - 1.0).max(axis=1) <= SIMPLEX_TOL)
+        return ~ok      # NaN / inf fail both comparisons
+    ok = np.asarray(valid(Y))
+    if ok.shape != (n,):
+        raise ValueError(f"valid(Y) must return one boolean per answer, shape ({n},), got shape {ok.shape}")
+    return ~ok.astype(bool)
 
 
 def bw_needed(K: int, E: int) -> int:
