@@ -24,7 +24,7 @@ from letcc._typing import Array, ArrayLike, Indices
 from letcc.codes._base import Code, as_count
 from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._plan_cache import PlanCache
-from letcc.codes.robust import bw_locate, bw_needed, check_adversaries
+from letcc.codes.robust import bw_locate, bw_needed, check_adversaries, check_valid, invalid_rows
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator
 
@@ -74,17 +74,23 @@ class BACC(Code):
         ValueError saying how many it needs). ``decode(...,
         return_flagged=True)`` also returns the flagged workers; all of Y's
         trailing axes are one round.
+    valid : None, 'simplex' or callable, default None
+        As LeTCC's: with adversaries > 0, answers that cannot be right are
+        dropped (and flagged) first, and Berlekamp-Welch locates at most E
+        minus their number more among the rest (fewer when the answers left
+        cannot locate that many: BW needs 2K + 2E' - 1 of them).
 
     With adversaries=0, decodes from any non-empty set of workers (one worker
     gives a constant).
     """
 
     def __init__(self, K: int, N: int, alpha: ArrayLike | None = None, beta: ArrayLike | None = None,
-                 plan_cache_size: int = 128, adversaries: int = 0) -> None:
+                 plan_cache_size: int = 128, adversaries: int = 0, valid: Any = None) -> None:
         self.K = as_count(K, "K")
         self.N = as_count(N, "N")
         self.adversaries = check_adversaries(adversaries, self.N, (self.N - 2 * self.K + 1) // 2,
                                              f"Berlekamp-Welch needs N >= 2K + 2E - 1 = {2 * self.K - 1} + 2E")
+        self.valid = check_valid(valid)
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
         self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
         self.encoder_matrix = berrut_matrix(self.alpha, self.beta)  # (N, K), fixed
@@ -137,11 +143,23 @@ class BACC(Code):
             if avail.size < need:
                 raise ValueError(f"BACC with adversaries={self.adversaries} needs 2K + 2E - 1 = {need} answers "
                                  f"to locate wrong ones, got {avail.size}")
+            E = self.adversaries
+            if self.valid is not None:
+                bad = invalid_rows(Y, to_host_2d(Y).astype(np.float64, copy=False), self.valid)
+                if bad.all():
+                    raise ValueError(f"every answer of this decode fails valid={self.valid!r}: nothing to decode")
+                if bad.any():
+                    flagged = np.sort(avail[bad])
+                    keep_rows = np.flatnonzero(~bad)
+                    avail, Y = avail[keep_rows], take_rows(Y, keep_rows)
+                    # the rest: E minus the invalid ones, as many as the answers left can locate
+                    E = max(0, min(E - flagged.size, (avail.size - 2 * self.K + 1) // 2))
+        if self.adversaries and E:
             order = np.argsort(avail, kind="stable")
             srt = avail[order]
             Yh = to_host_2d(Y)[order].astype(np.float64, copy=False)
-            pos = bw_locate(self.beta[srt], Yh, self.K, self.adversaries)
-            flagged = np.sort(srt[pos])
+            pos = bw_locate(self.beta[srt], Yh, self.K, E)
+            flagged = np.union1d(flagged, srt[pos])
             keep_rows = np.sort(order[np.setdiff1d(np.arange(srt.size), pos)])
             avail, Y = avail[keep_rows], take_rows(Y, keep_rows)
         est = self._decode_rows(avail, Y, lambda srt, _: self._decoder_op(srt))
