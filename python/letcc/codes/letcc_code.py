@@ -101,7 +101,8 @@ class LeTCC(Code):
         None: always erase E answers (ApproxIFER's rule). A number t > 0:
         erase an answer only when its score exceeds t^2 times the median
         score (a z-rule on the LOO residual norms), so that rounds without
-        wrong answers keep every answer.
+        wrong answers keep every answer. ``float('inf')``: the spline locator
+        never erases (only ``valid``'s rejections are erased).
     valid : None, 'simplex' or callable, default None (with output_space='log': 'simplex')
         With adversaries > 0: answers that cannot be right are erased before
         the spline locator runs, all of them (they are flagged too), and the
@@ -141,7 +142,7 @@ class LeTCC(Code):
         self.N = as_count(N, "N")
         self.adversaries = check_adversaries(adversaries, self.N, self.N - 3, "LeTCC keeps at least 3 answers")
         self.flag_threshold = None if flag_threshold is None else as_real(flag_threshold, "flag_threshold", 0.0,
-                                                                          strict=True)
+                                                                          strict=True, finite=False)
         self._detection = DetectionSplines(plan_cache_size)
         self.valid = check_valid(valid)
         if self._log and self.adversaries and self.valid is None:
@@ -306,7 +307,7 @@ class LeTCC(Code):
 
     def _erase_flagged(self, avail: np.ndarray, Y, budget: int):
         """(avail', Y', flagged): the spline locator's erasures removed."""
-        if budget <= 0:
+        if budget <= 0 or self.flag_threshold == np.inf:
             return avail, Y, np.zeros(0, dtype=np.int64)
         order = np.argsort(avail, kind="stable")
         srt = avail[order]
