@@ -12,7 +12,8 @@
 //   cache_*        the kernel's passes on two tiles that stay in cache, one
 //                  thread, in plan_tile's order and on the buffer placed as
 //                  the dispatcher places it: forward (Q^T y and the forward
-//                  substitution), forward_back (then the back substitution),
+//                  substitution), forward_back (the walk with the evaluation
+//                  doing nothing: forward, then the back substitution),
 //                  tile (all three passes: the evaluation is tile - forward_back);
 //   full_1t/2t     the whole plan on m columns the way letcc runs it (its tile
 //                  width, line-aligned tiles, the dispatcher's plan_tile_f32,
@@ -23,7 +24,7 @@
 //   out_cached_1t  the same, every tile writing its output to one block that
 //                  stays in cache (the input still comes from memory);
 //   cache_eval_*   the in-cache walk with the evaluation's loop replaced by
-//                  one part of its work (see EvalPart);
+//                  one part of its work (see EvalWork in csrc/plan_walk.hpp);
 //   clock_ghz      a chain of dependent integer adds (one per cycle on any
 //                  x86-64 core): the clock this core ran at.
 //
@@ -106,208 +107,26 @@ std::vector<double>& scratch(std::size_t size) {
 }  // namespace
 
 #if defined(LETCC_HAVE_AVX2_KERNEL)
-// The in-cache loops, compiled for AVX2+FMA like the kernel (its always-inline
-// passes cannot be inlined into code compiled for baseline x86-64). Each runs
-// `times` sweeps over the tiles of [0, mc).
-#define LETCC_BENCH_AVX2 __attribute__((target("avx2,fma")))
-LETCC_BENCH_AVX2 void sweep_forward(const PlanTables& p, const float* y, std::size_t mc, std::size_t tw,
-                                    double* scratch, int times) {
+// The in-cache loops, for either kernel's walk K (kernels_avx2::Walk,
+// kernels_avx512::Walk): `times` sweeps over the tiles of [0, mc), each tile
+// through K::forward alone, or through K::plan_tile with its evaluation doing
+// one part of its work (plan_walk::EvalWork: nothing is forward_back, all of
+// it is the tile, the others take the evaluation apart where it really runs).
+using plan_walk::EvalWork;
+
+template <class K>
+void sweep_forward(const PlanTables& p, const float* y, std::size_t mc, std::size_t tw, double* scratch, int times) {
     for (int k = 0; k < times; ++k)
         for (std::size_t c0 = 0; c0 < mc; c0 += tw)
-            kernels_avx2::forward<float>(p, y, mc, c0, tw, padded_width(tw), placed_buffer(scratch, y + c0));
+            K::template forward<float>(p, y, mc, c0, tw, K::padded(tw), placed_buffer(scratch, y + c0));
 }
 
-LETCC_BENCH_AVX2 void sweep_forward_back(const PlanTables& p, const float* y, std::size_t mc, std::size_t tw,
-                                         double* scratch, int times) {
-    const std::size_t bs = padded_width(tw);
-    for (int k = 0; k < times; ++k)
-        for (std::size_t c0 = 0; c0 < mc; c0 += tw) {
-            double* buf = placed_buffer(scratch, y + c0);
-            kernels_avx2::forward<float>(p, y, mc, c0, tw, bs, buf);
-            std::int64_t i = p.n - 2;
-            for (; i >= 2; i -= 2) kernels_avx2::back_two(p, i, tw, bs, buf);
-            for (; i >= 1; --i) kernels_avx2::back_one(p, i, tw, bs, buf);
-        }
-}
-
-LETCC_BENCH_AVX2 void sweep_tiles(const PlanTables& p, const float* y, float* out, std::size_t mc, std::size_t tw,
-                                  double* scratch, int times) {
+template <class K, EvalWork W>
+void sweep_tiles(const PlanTables& p, const float* y, float* out, std::size_t mc, std::size_t tw, double* scratch,
+                 int times) {
     for (int k = 0; k < times; ++k)
         for (std::size_t c0 = 0; c0 < mc; c0 += tw)
-            kernels_avx2::plan_tile<float>(p, y, mc, out, mc, c0, tw, placed_buffer(scratch, y + c0), false, 0);
-}
-
-// The evaluation pass taken apart: the kernel's walk (forward, then back
-// substitution interleaved with the evaluation, as plan_tile does it) with
-// each query's loop replaced by one part of its work, so that part runs where
-// the real one runs (gamma rows just written, in L1):
-//   kArithmetic       the multiply and five FMAs on operands held in registers
-//                     (an empty asm keeps them opaque), result discarded;
-//   kArithmeticStore  the same, converted to float32 and stored;
-//   kLoadsStore       the six loads (the two input rows widened to float64)
-//                     and the store, no arithmetic.
-enum class EvalPart { kArithmetic, kArithmeticStore, kLoadsStore };
-
-template <EvalPart Part>
-LETCC_BENCH_AVX2 void eval_part(const PlanTables& p, std::int64_t qi, const float* y, std::size_t ldy, float* out,
-                                std::size_t ldo, std::size_t c0, std::size_t tw, std::size_t bs, const double* buf) {
-    using kernels_avx2::load4;
-    const std::int64_t k = p.k[qi];
-    const float* ya = y + static_cast<std::size_t>(k) * ldy + c0;
-    const float* yb = y + static_cast<std::size_t>(p.k1[qi]) * ldy + c0;
-    const double* g0 = buf + static_cast<std::size_t>(k) * bs;
-    const double *g1 = g0 + bs, *g2 = g0 + 2 * bs, *g3 = g0 + 3 * bs;
-    const double* cg = &p.cgam[4 * qi];
-    const __m256d CA = _mm256_set1_pd(p.cy[2 * qi]), CB = _mm256_set1_pd(p.cy[2 * qi + 1]);
-    const __m256d E0 = _mm256_set1_pd(cg[0]), E1 = _mm256_set1_pd(cg[1]);
-    const __m256d E2 = _mm256_set1_pd(cg[2]), E3 = _mm256_set1_pd(cg[3]);
-    float* o = out + static_cast<std::size_t>(qi) * ldo + c0;
-    __m256d a = _mm256_set1_pd(1.0), b = a, h0 = a, h1 = a, h2 = a, h3 = a;
-    for (std::size_t j = 0; j + 4 <= tw; j += 4) {
-        if constexpr (Part == EvalPart::kLoadsStore) {
-            a = load4(ya + j), b = load4(yb + j);
-            h0 = _mm256_load_pd(g0 + j), h1 = _mm256_load_pd(g1 + j);
-            h2 = _mm256_load_pd(g2 + j), h3 = _mm256_load_pd(g3 + j);
-            asm volatile("" ::"x"(a), "x"(b), "x"(h0), "x"(h1), "x"(h2), "x"(h3));
-            kernels_avx2::store4(o + j, a);
-        } else {
-            asm volatile("" : "+x"(a), "+x"(b), "+x"(h0), "+x"(h1), "+x"(h2), "+x"(h3));
-            __m256d r = _mm256_mul_pd(CA, a);
-            r = _mm256_fmadd_pd(CB, b, r);
-            r = _mm256_fmadd_pd(E0, h0, r);
-            r = _mm256_fmadd_pd(E1, h1, r);
-            r = _mm256_fmadd_pd(E2, h2, r);
-            r = _mm256_fmadd_pd(E3, h3, r);
-            if constexpr (Part == EvalPart::kArithmeticStore)
-                kernels_avx2::store4(o + j, r);
-            else
-                asm volatile("" ::"x"(r));
-        }
-    }
-}
-
-template <EvalPart Part>
-LETCC_BENCH_AVX2 void sweep_tiles_eval_part(const PlanTables& p, const float* y, float* out, std::size_t mc,
-                                            std::size_t tw, double* scratch, int times) {
-    const std::size_t bs = padded_width(tw);
-    const std::int64_t n = p.n;
-    for (int k = 0; k < times; ++k)
-        for (std::size_t c0 = 0; c0 < mc; c0 += tw) {
-            double* buf = placed_buffer(scratch, y + c0);
-            auto interval = [&](std::int64_t kk) {
-                for (std::int64_t t = p.by_k[kk]; t < p.by_k[kk + 1]; ++t)
-                    eval_part<Part>(p, p.order[t], y, mc, out, mc, c0, tw, bs, buf);
-            };
-            kernels_avx2::forward<float>(p, y, mc, c0, tw, bs, buf);
-            std::int64_t i = n - 2;
-            for (; i >= 2; i -= 2) {
-                kernels_avx2::back_two(p, i, tw, bs, buf);
-                interval(i + 1);
-                interval(i);
-            }
-            for (; i >= 1; --i) {
-                kernels_avx2::back_one(p, i, tw, bs, buf);
-                interval(i + 1);
-            }
-            for (std::int64_t kk = std::min<std::int64_t>(1, n - 1); kk >= 0; --kk) interval(kk);
-        }
-}
-#endif
-
-#if defined(LETCC_HAVE_AVX512_KERNEL)
-// The same loops for the AVX-512 kernel (8 lanes, rows padded to 8 doubles).
-#define LETCC_BENCH_AVX512 __attribute__((target(LETCC_AVX512_TARGET)))
-namespace k512 = kernels_avx512;
-LETCC_BENCH_AVX512 void sweep_forward_512(const PlanTables& p, const float* y, std::size_t mc, std::size_t tw,
-                                          double* scratch, int times) {
-    for (int k = 0; k < times; ++k)
-        for (std::size_t c0 = 0; c0 < mc; c0 += tw)
-            k512::forward<float>(p, y, mc, c0, tw, k512::padded_width8(tw), placed_buffer(scratch, y + c0));
-}
-
-LETCC_BENCH_AVX512 void sweep_forward_back_512(const PlanTables& p, const float* y, std::size_t mc, std::size_t tw,
-                                               double* scratch, int times) {
-    const std::size_t bs = k512::padded_width8(tw);
-    for (int k = 0; k < times; ++k)
-        for (std::size_t c0 = 0; c0 < mc; c0 += tw) {
-            double* buf = placed_buffer(scratch, y + c0);
-            k512::forward<float>(p, y, mc, c0, tw, bs, buf);
-            std::int64_t i = p.n - 2;
-            for (; i >= 2; i -= 2) k512::back_two(p, i, bs, buf);
-            for (; i >= 1; --i) k512::back_one(p, i, bs, buf);
-        }
-}
-
-LETCC_BENCH_AVX512 void sweep_tiles_512(const PlanTables& p, const float* y, float* out, std::size_t mc,
-                                        std::size_t tw, double* scratch, int times) {
-    for (int k = 0; k < times; ++k)
-        for (std::size_t c0 = 0; c0 < mc; c0 += tw)
-            k512::plan_tile<float>(p, y, mc, out, mc, c0, tw, placed_buffer(scratch, y + c0), false, 0);
-}
-
-template <EvalPart Part>
-LETCC_BENCH_AVX512 void eval_part_512(const PlanTables& p, std::int64_t qi, const float* y, std::size_t ldy,
-                                      float* out, std::size_t ldo, std::size_t c0, std::size_t tw, std::size_t bs,
-                                      const double* buf) {
-    const std::int64_t k = p.k[qi];
-    const float* ya = y + static_cast<std::size_t>(k) * ldy + c0;
-    const float* yb = y + static_cast<std::size_t>(p.k1[qi]) * ldy + c0;
-    const double* g0 = buf + static_cast<std::size_t>(k) * bs;
-    const double *g1 = g0 + bs, *g2 = g0 + 2 * bs, *g3 = g0 + 3 * bs;
-    const double* cg = &p.cgam[4 * qi];
-    const __m512d CA = _mm512_set1_pd(p.cy[2 * qi]), CB = _mm512_set1_pd(p.cy[2 * qi + 1]);
-    const __m512d E0 = _mm512_set1_pd(cg[0]), E1 = _mm512_set1_pd(cg[1]);
-    const __m512d E2 = _mm512_set1_pd(cg[2]), E3 = _mm512_set1_pd(cg[3]);
-    float* o = out + static_cast<std::size_t>(qi) * ldo + c0;
-    __m512d a = _mm512_set1_pd(1.0), b = a, h0 = a, h1 = a, h2 = a, h3 = a;
-    for (std::size_t j = 0; j + 8 <= tw; j += 8) {
-        if constexpr (Part == EvalPart::kLoadsStore) {
-            a = k512::load8(ya + j), b = k512::load8(yb + j);
-            h0 = _mm512_load_pd(g0 + j), h1 = _mm512_load_pd(g1 + j);
-            h2 = _mm512_load_pd(g2 + j), h3 = _mm512_load_pd(g3 + j);
-            asm volatile("" ::"v"(a), "v"(b), "v"(h0), "v"(h1), "v"(h2), "v"(h3));
-            k512::store8(o + j, a);
-        } else {
-            asm volatile("" : "+v"(a), "+v"(b), "+v"(h0), "+v"(h1), "+v"(h2), "+v"(h3));
-            __m512d r = _mm512_mul_pd(CA, a);
-            r = _mm512_fmadd_pd(CB, b, r);
-            r = _mm512_fmadd_pd(E0, h0, r);
-            r = _mm512_fmadd_pd(E1, h1, r);
-            r = _mm512_fmadd_pd(E2, h2, r);
-            r = _mm512_fmadd_pd(E3, h3, r);
-            if constexpr (Part == EvalPart::kArithmeticStore)
-                k512::store8(o + j, r);
-            else
-                asm volatile("" ::"v"(r));
-        }
-    }
-}
-
-template <EvalPart Part>
-LETCC_BENCH_AVX512 void sweep_tiles_eval_part_512(const PlanTables& p, const float* y, float* out, std::size_t mc,
-                                                  std::size_t tw, double* scratch, int times) {
-    const std::size_t bs = k512::padded_width8(tw);
-    const std::int64_t n = p.n;
-    for (int k = 0; k < times; ++k)
-        for (std::size_t c0 = 0; c0 < mc; c0 += tw) {
-            double* buf = placed_buffer(scratch, y + c0);
-            auto interval = [&](std::int64_t kk) {
-                for (std::int64_t t = p.by_k[kk]; t < p.by_k[kk + 1]; ++t)
-                    eval_part_512<Part>(p, p.order[t], y, mc, out, mc, c0, tw, bs, buf);
-            };
-            k512::forward<float>(p, y, mc, c0, tw, bs, buf);
-            std::int64_t i = n - 2;
-            for (; i >= 2; i -= 2) {
-                k512::back_two(p, i, bs, buf);
-                interval(i + 1);
-                interval(i);
-            }
-            for (; i >= 1; --i) {
-                k512::back_one(p, i, bs, buf);
-                interval(i + 1);
-            }
-            for (std::int64_t kk = std::min<std::int64_t>(1, n - 1); kk >= 0; --kk) interval(kk);
-        }
+            K::template plan_tile<float, W>(p, y, mc, out, mc, c0, tw, placed_buffer(scratch, y + c0), false, 0);
 }
 #endif
 
@@ -397,27 +216,24 @@ int main(int argc, char** argv) {
     };
     std::vector<Measure> measures;
     std::vector<std::string> kernels;
-    if (wants("avx2")) {
-        kernels.push_back("avx2");
-        measures.insert(measures.end(), {
-        {"avx2", "cache_forward_s", [&] { sweep_forward(p, yc.data, mc, tw, cache_scratch.data(), inner); }, double(inner), 1e300},
-        {"avx2", "cache_forward_back_s", [&] { sweep_forward_back(p, yc.data, mc, tw, cache_scratch.data(), inner); },
-         double(inner), 1e300},
-        {"avx2", "cache_tile_s", [&] { sweep_tiles(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); }, double(inner),
-         1e300},
-        {"avx2", "cache_eval_arith_s",
-         [&] { sweep_tiles_eval_part<EvalPart::kArithmetic>(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); },
-         double(inner), 1e300},
-        {"avx2", "cache_eval_arith_store_s",
-         [&] {
-             sweep_tiles_eval_part<EvalPart::kArithmeticStore>(p, yc.data, oc.data, mc, tw, cache_scratch.data(),
-                                                               inner);
-         },
-         double(inner), 1e300},
-        {"avx2", "cache_eval_loads_store_s",
-         [&] { sweep_tiles_eval_part<EvalPart::kLoadsStore>(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); },
-         double(inner), 1e300}});
-    }
+    auto add_cache_measures = [&](const std::string& kernel, auto walk) {
+        using K = decltype(walk);
+        kernels.push_back(kernel);
+        double* sc = cache_scratch.data();
+        auto add = [&](const char* name, std::function<void()> run) {
+            measures.push_back({kernel, name, std::move(run), double(inner), 1e300});
+        };
+        add("cache_forward_s", [&, sc] { sweep_forward<K>(p, yc.data, mc, tw, sc, inner); });
+        add("cache_forward_back_s", [&, sc] { sweep_tiles<K, EvalWork::kNone>(p, yc.data, oc.data, mc, tw, sc, inner); });
+        add("cache_tile_s", [&, sc] { sweep_tiles<K, EvalWork::kFull>(p, yc.data, oc.data, mc, tw, sc, inner); });
+        add("cache_eval_arith_s",
+            [&, sc] { sweep_tiles<K, EvalWork::kArithmetic>(p, yc.data, oc.data, mc, tw, sc, inner); });
+        add("cache_eval_arith_store_s",
+            [&, sc] { sweep_tiles<K, EvalWork::kArithmeticStore>(p, yc.data, oc.data, mc, tw, sc, inner); });
+        add("cache_eval_loads_store_s",
+            [&, sc] { sweep_tiles<K, EvalWork::kLoadsStore>(p, yc.data, oc.data, mc, tw, sc, inner); });
+    };
+    if (wants("avx2")) add_cache_measures("avx2", kernels_avx2::Walk{});
     bool has512 = false;
 #if defined(LETCC_HAVE_AVX512_KERNEL)
     try {
@@ -425,34 +241,7 @@ int main(int argc, char** argv) {
         has512 = true;
     } catch (const std::exception&) {
     }
-    if (has512 && wants("avx512")) {
-        kernels.push_back("avx512");
-        measures.insert(measures.end(), {
-        {"avx512", "cache_forward_s", [&] { sweep_forward_512(p, yc.data, mc, tw, cache_scratch.data(), inner); },
-         double(inner), 1e300},
-        {"avx512", "cache_forward_back_s",
-         [&] { sweep_forward_back_512(p, yc.data, mc, tw, cache_scratch.data(), inner); }, double(inner), 1e300},
-        {"avx512", "cache_tile_s", [&] { sweep_tiles_512(p, yc.data, oc.data, mc, tw, cache_scratch.data(), inner); },
-         double(inner), 1e300},
-        {"avx512", "cache_eval_arith_s",
-         [&] {
-             sweep_tiles_eval_part_512<EvalPart::kArithmetic>(p, yc.data, oc.data, mc, tw, cache_scratch.data(),
-                                                              inner);
-         },
-         double(inner), 1e300},
-        {"avx512", "cache_eval_arith_store_s",
-         [&] {
-             sweep_tiles_eval_part_512<EvalPart::kArithmeticStore>(p, yc.data, oc.data, mc, tw,
-                                                                   cache_scratch.data(), inner);
-         },
-         double(inner), 1e300},
-        {"avx512", "cache_eval_loads_store_s",
-         [&] {
-             sweep_tiles_eval_part_512<EvalPart::kLoadsStore>(p, yc.data, oc.data, mc, tw, cache_scratch.data(),
-                                                              inner);
-         },
-         double(inner), 1e300}});
-    }
+    if (has512 && wants("avx512")) add_cache_measures("avx512", kernels_avx512::Walk{});
 #endif
     // The full-size walks run through the dispatcher, with the kernel chosen
     // before each call (set_plan_kernel).

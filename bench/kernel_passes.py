@@ -199,7 +199,7 @@ query, K = n queries); FMA-bound cycles: those ops on two FMA pipes. The back pa
 two timings, so they carry the error of both (a pass shown under its FMA bound is such an error; the
 whole tile is measured directly). "vs in cache": the full-size time per knot-vector and thread over
 the in-cache whole tile. The evaluation pass taken apart: the same in-cache walk with every query's
-loop replaced by one part of its work (see EvalPart in the .cpp), minus (forward + back); a
+loop replaced by one part of its work (see EvalWork in csrc/plan_walk.hpp), minus (forward + back); a
 *query-vector* is one query row of one 4-column vector, and at K = n there is one per knot-vector."""
 
 

@@ -100,41 +100,19 @@ LETCC_MULTIVERSION(plan_tile_generic_f32,
                    (p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols),
                    ((void)stream, kernels::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf, false, prefetch_cols)))
 
+// The hand-written kernels: one walk (plan_walk_isa.inc) per ISA, each
+// compiled for its own target.
 #if defined(LETCC_HAVE_AVX2_KERNEL)
-__attribute__((target("avx2,fma"))) void plan_tile_avx2_f64(const PlanTables& p, const double* y, std::size_t ldy,
-                                                            double* out, std::size_t ldo, std::size_t c0,
-                                                            std::size_t tw, double* buf, bool stream,
-                                                            std::size_t prefetch_cols) {
-    kernels_avx2::plan_tile<double>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
-}
-
-__attribute__((target("avx2,fma"))) void plan_tile_avx2_f32(const PlanTables& p, const float* y, std::size_t ldy,
-                                                            float* out, std::size_t ldo, std::size_t c0,
-                                                            std::size_t tw, double* buf, bool stream,
-                                                            std::size_t prefetch_cols) {
-    kernels_avx2::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
-}
-
+constexpr auto plan_tile_avx2_f64 = &kernels_avx2::Walk::plan_tile<double>;
+constexpr auto plan_tile_avx2_f32 = &kernels_avx2::Walk::plan_tile<float>;
 #define AVX2_OR_NULL(f) f
 #else
 #define AVX2_OR_NULL(f) nullptr
 #endif
 
 #if defined(LETCC_HAVE_AVX512_KERNEL)
-__attribute__((target(LETCC_AVX512_TARGET))) void plan_tile_avx512_f64(const PlanTables& p, const double* y,
-                                                                       std::size_t ldy, double* out, std::size_t ldo,
-                                                                       std::size_t c0, std::size_t tw, double* buf,
-                                                                       bool stream, std::size_t prefetch_cols) {
-    kernels_avx512::plan_tile<double>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
-}
-
-__attribute__((target(LETCC_AVX512_TARGET))) void plan_tile_avx512_f32(const PlanTables& p, const float* y,
-                                                                       std::size_t ldy, float* out, std::size_t ldo,
-                                                                       std::size_t c0, std::size_t tw, double* buf,
-                                                                       bool stream, std::size_t prefetch_cols) {
-    kernels_avx512::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
-}
-
+constexpr auto plan_tile_avx512_f64 = &kernels_avx512::Walk::plan_tile<double>;
+constexpr auto plan_tile_avx512_f32 = &kernels_avx512::Walk::plan_tile<float>;
 #define AVX512_OR_NULL(f) f
 #else
 #define AVX512_OR_NULL(f) nullptr

@@ -86,17 +86,15 @@ template <class T>
 LETCC_INLINE void eval_query(const PlanTables& p, std::int64_t qi, const T* LETCC_RESTRICT y, std::size_t ldy,
                              T* LETCC_RESTRICT out, std::size_t ldo, std::size_t c0, std::size_t tw,
                              const double* LETCC_RESTRICT buf, bool stream = false) {
-    const std::int64_t k = p.k[qi];
-    const T* LETCC_RESTRICT ya = y + static_cast<std::size_t>(k) * ldy + c0;
-    const T* LETCC_RESTRICT yb = y + static_cast<std::size_t>(p.k1[qi]) * ldy + c0;
-    const double* LETCC_RESTRICT g0 = buf + static_cast<std::size_t>(k) * tw;  // knot k - 1
+    const QueryRows<T> q = query_rows(p, qi, y, ldy, out, ldo, c0, tw, buf);  // gamma rows tw apart
+    const T* LETCC_RESTRICT ya = q.ya;
+    const T* LETCC_RESTRICT yb = q.yb;
+    const double* LETCC_RESTRICT g0 = q.g0;  // knot k - 1
     const double* LETCC_RESTRICT g1 = g0 + tw;
     const double* LETCC_RESTRICT g2 = g0 + 2 * tw;
     const double* LETCC_RESTRICT g3 = g0 + 3 * tw;
-    const double* cg = &p.cgam[4 * qi];
-    const double ca = p.cy[2 * qi], cb = p.cy[2 * qi + 1];
-    const double e0 = cg[0], e1 = cg[1], e2 = cg[2], e3 = cg[3];
-    T* LETCC_RESTRICT o = out + static_cast<std::size_t>(qi) * ldo + c0;
+    const double ca = q.c[0], cb = q.c[1], e0 = q.c[2], e1 = q.c[3], e2 = q.c[4], e3 = q.c[5];
+    T* LETCC_RESTRICT o = q.o;
     std::size_t j = 0;
 #if defined(__SSE2__) && defined(__GNUC__)
     if (stream) {

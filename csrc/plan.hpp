@@ -64,9 +64,37 @@ inline PlanTables make_plan_tables(const ReinschFactor& f, const double* at, std
 // so that rows for knots -1, 0, n - 1, n are zero and the kernels never branch.
 inline std::size_t gamma_rows(std::int64_t n) { return static_cast<std::size_t>(n) + 3; }
 
-// Buffer rows of a tile tw columns wide are padded_width(tw) doubles apart, so
-// the vector kernels see every row 32-byte aligned.
-inline std::size_t padded_width(std::size_t tw) { return (tw + 3) & ~std::size_t(3); }
+// The widest hand-written kernel's vectors (AVX-512: 8 doubles).
+constexpr std::size_t kMaxLanes = 8;
+
+// Buffer rows of a tile tw columns wide are padded_width(tw, lanes) doubles
+// apart in a kernel of `lanes`-double vectors (a power of two, at most
+// kMaxLanes), so it sees every row aligned to its vectors.
+inline std::size_t padded_width(std::size_t tw, std::size_t lanes) { return (tw + lanes - 1) & ~(lanes - 1); }
+
+// Where one query's evaluation reads and writes for a tile at column c0 whose
+// gamma rows are bs doubles apart: out[qi] = c[0] y[k] + c[1] y[k+1] +
+// sum_t c[2 + t] gamma[k-1+t].
+template <class T>
+struct QueryRows {
+    const T* ya;        // input row k
+    const T* yb;        // input row min(k + 1, n - 1)
+    const double* g0;   // gamma row of knot k - 1 (knot k - 1 + t: g0 + t * bs)
+    T* o;               // output row qi
+    double c[6];        // cy0, cy1, cgam[0..3]
+};
+
+template <class T>
+inline QueryRows<T> query_rows(const PlanTables& p, std::int64_t qi, const T* y, std::size_t ldy, T* out,
+                                std::size_t ldo, std::size_t c0, std::size_t bs, const double* buf) {
+    const std::int64_t k = p.k[qi];
+    const double* cg = &p.cgam[4 * qi];
+    return {y + static_cast<std::size_t>(k) * ldy + c0,
+            y + static_cast<std::size_t>(p.k1[qi]) * ldy + c0,
+            buf + static_cast<std::size_t>(k) * bs,
+            out + static_cast<std::size_t>(qi) * ldo + c0,
+            {p.cy[2 * qi], p.cy[2 * qi + 1], cg[0], cg[1], cg[2], cg[3]}};
+}
 
 // Where the dispatcher puts the gamma buffer inside the caller's scratch: this
 // many bytes past the tile's first input element, modulo 4 KiB (and 64-byte
@@ -105,9 +133,9 @@ std::size_t columns_to_line(const T* out, std::size_t m) {
 
 // Doubles of scratch a caller gives plan_tile_f64/f32 for a tile of tw columns
 // (any alignment: the dispatcher places the buffer inside, see kBufferLeadBytes).
-// Rows are sized for the widest kernel's padding (8 doubles, the AVX-512 one).
+// Rows are sized for the widest kernel's padding (kMaxLanes doubles).
 inline std::size_t plan_buffer_size(std::int64_t n, std::size_t tw) {
-    return gamma_rows(n) * ((tw + 7) & ~std::size_t(7)) + (4096 + 64) / sizeof(double);
+    return gamma_rows(n) * padded_width(tw, kMaxLanes) + (4096 + 64) / sizeof(double);
 }
 
 // Columns per tile for the generic kernel (kernels.hpp): the float64 gamma
