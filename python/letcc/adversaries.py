@@ -33,6 +33,8 @@ What they return (y: the worker's true output, flattened):
 - Colluding:      one wrong vector shared by all adversaries of the round:
                   ``vector`` when given (broadcast to y's shape), else
                   uniform in [-M, M] drawn once per round
+- RelabelClasses: each class vector rolled by a random non-zero shift
+                  (probabilities stay probabilities, on the wrong classes)
 
 NumPy arrays and torch tensors (any device) are accepted; the result is of
 Y's kind, device and dtype (the draws are made in float64 on the host).
@@ -46,7 +48,7 @@ import numpy as np
 
 from letcc._checks import as_int, as_real
 
-__all__ = ["AdversaryModel", "SignFlip", "GaussianNoise", "ConstantShift", "UniformBounded", "Colluding",
+__all__ = ["AdversaryModel", "SignFlip", "GaussianNoise", "ConstantShift", "UniformBounded", "Colluding", "RelabelClasses",
            "as_adversary_model"]
 
 
@@ -227,6 +229,31 @@ class Colluding(AdversaryModel):
 
     def _params(self) -> str:
         return f", M={self.M}" if self.vector is None else f", vector of {self.vector.size}"
+
+
+class RelabelClasses(AdversaryModel):
+    """Adversaries relabel the classes: each returns its true class vectors
+    (the last ``classes`` entries of its output, repeatedly) rolled by r, a
+    shift drawn uniformly from 1 .. classes - 1 per adversary per round, so
+    class c's score is reported as class (c + r) mod classes. Every class
+    moves, and a probability vector stays a probability vector: a wrong
+    answer that no validity check (``valid='simplex'``) can reject."""
+
+    def __init__(self, E=None, classes: int = 10, workers=None):
+        super().__init__(E, workers)
+        self.classes = as_int(classes, "classes", 2)
+
+    def _wrong(self, y, rng):
+        C = self.classes
+        if y.shape[1] % C:
+            raise ValueError(f"a worker's output has {y.shape[1]} numbers, not a multiple of classes = {C}")
+        r = rng.integers(1, C, size=y.shape[0])
+        V = y.reshape(y.shape[0], -1, C)
+        idx = (np.arange(C)[None, :] - r[:, None]) % C          # out[c] = in[c - r]
+        return np.take_along_axis(V, idx[:, None, :], axis=2).reshape(y.shape)
+
+    def _params(self) -> str:
+        return f", classes={self.classes}"
 
 
 def as_adversary_model(obj, name: str = "adversaries") -> Optional[AdversaryModel]:

@@ -145,7 +145,7 @@ class BACC(Code):
                                  f"to locate wrong ones, got {avail.size}")
             E = self.adversaries
             if self.valid is not None:
-                bad = invalid_rows(Y, to_host_2d(Y).astype(np.float64, copy=False), self.valid)
+                bad = invalid_rows(Y, to_host_2d(Y), self.valid)
                 if bad.all():
                     raise ValueError(f"every answer of this decode fails valid={self.valid!r}: nothing to decode")
                 if bad.any():
@@ -160,7 +160,9 @@ class BACC(Code):
             Yh = to_host_2d(Y)[order].astype(np.float64, copy=False)
             pos = bw_locate(self.beta[srt], Yh, self.K, E)
             flagged = np.union1d(flagged, srt[pos])
-            keep_rows = np.sort(order[np.setdiff1d(np.arange(srt.size), pos)])
+            kept = np.ones(srt.size, dtype=bool)
+            kept[pos] = False
+            keep_rows = np.sort(order[kept])
             avail, Y = avail[keep_rows], take_rows(Y, keep_rows)
         est = self._decode_rows(avail, Y, lambda srt, _: self._decoder_op(srt))
         return (est, flagged) if return_flagged else est

@@ -297,7 +297,7 @@ class LeTCC(Code):
     def _erase_invalid(self, avail: np.ndarray, Y):
         """(avail', Y', invalid): the answers ``valid`` rejects removed (all of
         them, keeping at least one answer)."""
-        bad = invalid_rows(Y, to_host_2d(Y).astype(np.float64, copy=False), self.valid)
+        bad = invalid_rows(Y, to_host_2d(Y), self.valid)
         if not bad.any():
             return avail, Y, np.zeros(0, dtype=np.int64)
         if bad.all():
@@ -311,12 +311,18 @@ class LeTCC(Code):
             return avail, Y, np.zeros(0, dtype=np.int64)
         order = np.argsort(avail, kind="stable")
         srt = avail[order]
-        Yh = to_host_2d(Y)[order].astype(np.float64, copy=False)
-        pos = spline_locate(self.beta[srt], Yh, budget, self._detection, self.flag_threshold)
+        Yh = to_host_2d(Y)
+        if Yh.dtype != np.float64:
+            Yh = Yh.astype(np.float64)
+        G = Yh @ Yh.T                                   # the one pass over the outputs
+        pos = spline_locate(self.beta[srt], None, budget, self._detection, self.flag_threshold,
+                            G=G[np.ix_(order, order)])
         if pos.size == 0:
             return avail, Y, np.zeros(0, dtype=np.int64)
         flagged = np.sort(srt[pos])
-        keep_rows = np.sort(order[np.setdiff1d(np.arange(srt.size), pos)])   # rows of Y kept, Y's order
+        kept = np.ones(srt.size, dtype=bool)
+        kept[pos] = False
+        keep_rows = np.sort(order[kept])   # rows of Y kept, Y's order
         return avail[keep_rows], take_rows(Y, keep_rows), flagged
 
     def can_decode(self, available) -> bool:

@@ -124,7 +124,7 @@ def loo_scores(plan: SplineSmoother, one_minus_diag: np.ndarray, Y: np.ndarray) 
 def gram_scores(A: np.ndarray, G: np.ndarray) -> np.ndarray:
     """The same scores from the Gram matrix G = Y Y^T of the rows:
     s_i = (A G A^T)_ii, O(n^3), no pass over the m outputs."""
-    return np.maximum(np.einsum("ij,jk,ik->i", A, G, A), 0.0)
+    return np.maximum(np.einsum("ij,ij->i", A @ G, A), 0.0)
 
 
 def detection_knots(nodes: np.ndarray) -> np.ndarray:
@@ -152,13 +152,13 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     keep = np.arange(n)
     erased = []
     for _ in range(steps):
-        A = splines.loo_operator(np.ascontiguousarray(t[keep]))
-        s = gram_scores(A, G[np.ix_(keep, keep)] if erased else G)
+        A = splines.loo_operator(t[keep] if erased else t)
+        s = gram_scores(A, G[keep][:, keep] if erased else G)
         i = int(np.argmax(s))
         if flag_threshold is not None and not s[i] > flag_threshold * flag_threshold * np.median(s):
             break
         erased.append(int(keep[i]))
-        keep = np.delete(keep, i)
+        keep = np.concatenate((keep[:i], keep[i + 1:]))
     return np.array(erased, dtype=np.int64)
 
 
@@ -178,7 +178,7 @@ def check_valid(valid):
 
 def invalid_rows(Y, Yh: np.ndarray, valid) -> np.ndarray:
     """(n,) bool, True where a row of Y (n, ...) cannot be an honest answer.
-    Yh: Y on the host as float64 (n, -1), rows in Y's order.
+    Yh: Y on the host as a floating (n, -1) array, rows in Y's order.
 
     'simplex': every class vector of the row (Y's last axis; 1-D Y: the row
     is one class vector) is a probability vector: finite, entries >=
@@ -187,9 +187,10 @@ def invalid_rows(Y, Yh: np.ndarray, valid) -> np.ndarray:
     n = Yh.shape[0]
     if valid == "simplex":
         C = Y.shape[-1] if Y.ndim >= 2 else Yh.shape[1]
-        V = Yh.reshape(n, -1, C)
         with np.errstate(invalid="ignore"):
-            ok = (V.min(axis=(1, 2)) >= -SIMPLEX_TOL) & (np.abs(V.sum(axis=2) - 1.0).max(axis=1) <= SIMPLEX_TOL)
+            ok = Yh.min(axis=1) >= -SIMPLEX_TOL
+            sums = Yh.reshape(-1, C) @ np.ones(C, dtype=Yh.dtype)         # one BLAS pass
+            ok &= np.abs(sums.reshape(n, -1) - 1.0).max(axis=1) <= SIMPLEX_TOL
         return ~ok      # NaN / inf fail both comparisons
     ok = np.asarray(valid(Y))
     if ok.shape != (n,):
