@@ -4,7 +4,7 @@ draws for every scheme."""
 import numpy as np
 import pytest
 
-from letcc.adversaries import Colluding, ConstantShift, GaussianNoise, SignFlip, UniformBounded
+from letcc.adversaries import Colluding, ConstantShift, GaussianNoise, RelabelClasses, SignFlip, UniformBounded
 from letcc.codes import BACC, LeTCC
 from letcc.evaluate import corrupt_rounds, decode_errors, evaluate, summarize
 
@@ -79,6 +79,31 @@ def test_colluding_adversaries_share_one_vector(rng):
     np.testing.assert_array_equal(Yc[adv], np.stack([vec, vec]))
     with pytest.raises(ValueError, match="4"):
         Colluding(1, vector=[1.0, 2.0]).corrupt(Y, np.arange(10), np.random.default_rng(0))
+
+
+def test_relabel_classes_rolls_every_class_vector_by_a_uniform_nonzero_shift(rng):
+    C = 5
+    P = rng.dirichlet(np.ones(C), size=(12, 3))            # 12 workers, 3 class vectors each
+    avail = np.arange(12)
+    seen = np.zeros(C, dtype=np.int64)
+    for i in range(2000):
+        Pc, adv = RelabelClasses(2, classes=C).corrupt(P, avail, np.random.default_rng([9, i]))
+        rows = np.isin(avail, adv)
+        np.testing.assert_array_equal(Pc[~rows], P[~rows])
+        for w in np.flatnonzero(rows):
+            # the same roll r for all of a worker's class vectors, r in 1..C-1: out[c] = in[c - r]
+            r = [k for k in range(C) if np.array_equal(Pc[w], np.roll(P[w], k, axis=-1))]
+            assert len(r) == 1 and r[0] != 0
+            seen[r[0]] += 1
+        np.testing.assert_allclose(Pc.sum(-1), 1.0)         # still probability vectors
+        assert Pc.min() >= 0
+    assert seen[0] == 0
+    # 4000 draws uniform over 1..C-1: 1000 each, sd ~27
+    assert np.abs(seen[1:] - 1000).max() < 150
+    with pytest.raises(ValueError, match="multiple of classes = 4"):
+        RelabelClasses(1, classes=4).corrupt(np.ones((3, 6)), np.arange(3), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="classes"):
+        RelabelClasses(1, classes=1)
 
 
 def test_torch_in_torch_out():

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from letcc.codes import BACC, LeTCC, berrut_matrix
-from letcc.codes.robust import bw_locator_values, loo_scores, _detection_spline
+from letcc.codes.robust import (bw_locator_values, gram_scores, invalid_rows, loo_scores, neighbour_scores,
+                                _detection_spline, _loo_operator)
 from letcc.splines.gcv import lam_scale
 
 
@@ -98,6 +99,47 @@ def test_loo_scores_equal_refits_without_each_point(rng):
             pred = g(edge) + g.derivative()(edge) * (b[i] - edge)
             ref[i] += (Y[i, j] - pred) ** 2
     np.testing.assert_allclose(s, ref, rtol=1e-7)
+    # the same scores from the Gram matrix of the rows (what the locator uses)
+    np.testing.assert_allclose(gram_scores(_loo_operator(b), Y @ Y.T), ref, rtol=1e-7)
+
+
+def test_neighbour_scores_are_the_distances_to_the_nearest_answers_on_either_side(rng):
+    for n in (2, 3, 4, 9):
+        Y = rng.standard_normal((n, 6))
+        ref = np.array([min(np.sum((Y[i] - Y[j]) ** 2) for j in range(max(0, i - 2), min(n, i + 3)) if j != i)
+                        for i in range(n)])
+        np.testing.assert_allclose(neighbour_scores(Y @ Y.T), ref, rtol=1e-10, atol=1e-12)
+
+
+def _classifier_like(beta, rng, classes=4):
+    """One-hot outputs that change class every few nodes, with blends at the
+    changes: what a classifier's coded outputs look like."""
+    n = beta.shape[0]
+    labels = np.repeat(rng.permutation(np.tile(np.arange(classes), 10))[: n // 3 + 1], 3)[:n]
+    P = np.eye(classes)[labels]
+    for i in range(2, n - 1, 3):                      # a blend at every other class change
+        P[i] = 0.5 * (P[i - 1] + P[i + 1])
+    return P
+
+
+def test_spline_locator_does_not_take_an_honest_class_change_for_a_wrong_answer(rng):
+    """An honest answer at a class change agrees with one of its neighbours,
+    a sign-flipped one with none of them (the agreement score); the plain
+    leave-one-out score alone flags class changes too (kept as the reason)."""
+    K, N = 6, 30
+    code = LeTCC(K, N, adversaries=1)
+    hits = loo_hits = 0
+    for trial in range(40):
+        P = _classifier_like(code.beta, rng)
+        bad = int(rng.integers(N))
+        Pc = P.copy()
+        Pc[bad] = -Pc[bad]
+        _, flagged = code.decode(Pc, np.arange(N), return_flagged=True)
+        hits += flagged.tolist() == [bad]
+        plan, omd = _detection_spline(-np.arccos(code.beta))
+        loo_hits += int(np.argmax(loo_scores(plan, omd, Pc))) == bad
+    assert hits == 40
+    assert loo_hits < 40
 
 
 @pytest.mark.parametrize("E", [1, 2, 3])
@@ -170,6 +212,93 @@ def test_flag_threshold_keeps_every_answer_of_a_clean_round(rng):
     Yc[9] = -Yc[9]
     _, flagged = code.decode(Yc, np.arange(N), return_flagged=True)
     np.testing.assert_array_equal(flagged, [9])
+
+
+def test_flag_threshold_inf_turns_the_spline_locator_off(rng):
+    code = LeTCC(6, 30, adversaries=2, flag_threshold=float("inf"))
+    Y = smooth(code.beta)
+    Y[4] = -Y[4]
+    est, flagged = code.decode(Y, np.arange(30), return_flagged=True)
+    assert flagged.size == 0
+    np.testing.assert_array_equal(est, LeTCC(6, 30).decode(Y, np.arange(30)))
+
+
+# ------------------------------------------------------------ answers that cannot be right
+
+def _probabilities(n, rng, classes=5, vectors=2):
+    return rng.dirichlet(np.ones(classes), size=(n, vectors))
+
+
+def test_invalid_rows_simplex_against_the_definition(rng):
+    P = _probabilities(10, rng)
+    P[1, 0] = -P[1, 0]                                    # a negative class vector
+    P[3, 1, 2] += 0.01                                    # sums to 1.01
+    P[5, 0, 0] = np.nan
+    P[7, 1, 1] += 5e-4                                    # within the 1e-3 tolerance
+    P[7, 1, 2] -= 5e-4
+    ref = np.array([not (np.all(np.isfinite(p)) and p.min() >= -1e-3 and np.abs(p.sum(-1) - 1).max() <= 1e-3)
+                    for p in P])
+    np.testing.assert_array_equal(ref, np.isin(np.arange(10), [1, 3, 5]))
+    np.testing.assert_array_equal(invalid_rows(P, P.reshape(10, -1), "simplex"), ref)
+    P32 = P.astype(np.float32)
+    np.testing.assert_array_equal(invalid_rows(P32, P32.reshape(10, -1), "simplex"), ref)
+    flat = rng.dirichlet(np.ones(4), size=6)              # 2-D: each row one class vector
+    flat[2] *= 2
+    np.testing.assert_array_equal(invalid_rows(flat, flat, "simplex"), np.arange(6) == 2)
+
+
+@pytest.mark.parametrize("cls", [LeTCC, BACC])
+def test_valid_simplex_erases_every_invalid_answer_then_locates_the_rest(cls, rng):
+    K, N = 4, 30
+    code, plain = cls(K, N, adversaries=3, valid="simplex"), cls(K, N)
+    F = np.sort(rng.choice(N, 27, replace=False))
+    P = _probabilities(27, rng)
+    bad = np.sort(rng.choice(27, 2, replace=False))
+    Pc = P.copy()
+    Pc[bad] = -Pc[bad]
+    est, flagged = code.decode(Pc, F, return_flagged=True)
+    # both flagged; the locator then erases at most one more answer (3 - 2)
+    assert np.isin(F[bad], flagged).all() and flagged.size <= 3 and np.all(np.diff(flagged) > 0)
+    keep = np.setdiff1d(F, flagged)
+    np.testing.assert_array_equal(est, plain.decode(P[np.isin(F, keep)], keep))
+    # locator off: exactly the invalid ones
+    if cls is LeTCC:
+        off = LeTCC(K, N, adversaries=3, valid="simplex", flag_threshold=float("inf"))
+        est, flagged = off.decode(Pc, F, return_flagged=True)
+        np.testing.assert_array_equal(flagged, F[bad])
+        keep = np.delete(F, bad)
+        np.testing.assert_array_equal(est, plain.decode(np.delete(P, bad, axis=0), keep))
+    # more invalid answers than E: all of them erased
+    Pc[:5] = 2.0
+    _, flagged = code.decode(Pc, F, return_flagged=True)
+    assert np.isin(F[:5], flagged).all()
+    with pytest.raises(ValueError, match="every answer .* fails valid='simplex'"):
+        code.decode(-P, F)
+
+
+def test_valid_callable_and_bad_values(rng):
+    code = LeTCC(4, 20, adversaries=2, valid=lambda Y: np.asarray(Y)[:, 0] < 10, flag_threshold=float("inf"))
+    Y = smooth(code.beta)
+    Y[[3, 11], 0] = 50.0
+    _, flagged = code.decode(Y, np.arange(20), return_flagged=True)
+    np.testing.assert_array_equal(flagged, [3, 11])
+    with pytest.raises(ValueError, match="one boolean per answer"):
+        LeTCC(4, 20, adversaries=1, valid=lambda Y: np.ones(3, bool)).decode(Y, np.arange(20))
+    for cls in (LeTCC, BACC):
+        with pytest.raises(ValueError, match="'probabilities'"):
+            cls(4, 20, adversaries=1, valid="probabilities")
+
+
+def test_log_space_with_adversaries_rejects_what_is_not_a_probability(rng):
+    code = LeTCC(4, 20, adversaries=2, output_space="log")
+    assert code.valid == "simplex"
+    P = rng.dirichlet(np.ones(5), size=20)
+    Pc = P.copy()
+    Pc[[2, 9]] = -Pc[[2, 9]]                              # to_log alone would raise on these
+    est, flagged = code.decode(Pc, np.arange(20), return_flagged=True)
+    np.testing.assert_array_equal(flagged, [2, 9])
+    keep = np.setdiff1d(np.arange(20), [2, 9])
+    np.testing.assert_allclose(est, LeTCC(4, 20, output_space="log").decode(P[keep], keep), rtol=1e-12, atol=1e-15)
 
 
 def test_few_answers_degrade_as_documented(rng):

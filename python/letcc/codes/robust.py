@@ -127,6 +127,22 @@ def gram_scores(A: np.ndarray, G: np.ndarray) -> np.ndarray:
     return np.maximum(np.einsum("ij,ij->i", A @ G, A), 0.0)
 
 
+# answers on either side an honest answer may agree with (the agreement score)
+NEIGHBOURS = 2
+
+
+def neighbour_scores(G: np.ndarray, k_max: int = NEIGHBOURS) -> np.ndarray:
+    """d_i = min ||y_i - y_j||^2 over the k_max nearest answers j on either
+    side of i (in node order), from the Gram matrix G = Y Y^T: O(n k_max)."""
+    g = np.diagonal(G)
+    d = np.full(g.shape[0], np.inf)
+    for k in range(1, min(k_max, g.shape[0] - 1) + 1):
+        dk = g[k:] + g[:-k] - 2.0 * np.diagonal(G, k)
+        np.minimum(d[k:], dk, out=d[k:])
+        np.minimum(d[:-k], dk, out=d[:-k])
+    return np.maximum(d, 0.0)
+
+
 def detection_knots(nodes: np.ndarray) -> np.ndarray:
     """The detection spline's knots: -arccos(beta), ascending with beta. The
     default worker nodes (Chebyshev points of the second kind) are equally
@@ -153,9 +169,11 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     erased = []
     for _ in range(steps):
         A = splines.loo_operator(t[keep] if erased else t)
-        s = gram_scores(A, G[keep][:, keep] if erased else G)
+        Gk = G[keep][:, keep] if erased else G
+        loo = gram_scores(A, Gk)
+        s = np.minimum(loo, neighbour_scores(Gk))
         i = int(np.argmax(s))
-        if flag_threshold is not None and not s[i] > flag_threshold * flag_threshold * np.median(s):
+        if flag_threshold is not None and not s[i] > flag_threshold * flag_threshold * np.median(loo):
             break
         erased.append(int(keep[i]))
         keep = np.concatenate((keep[:i], keep[i + 1:]))
