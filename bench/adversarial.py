@@ -1,16 +1,21 @@
 """Adversarial workers: robust LeTCC against ApproxIFER's Berlekamp-Welch BACC.
 
-On a trained classifier (LeNet-5 on MNIST as letcc.experiments trains it;
-RepVGG-A0 and the ViT need their training sets, which are not on every
-machine: --models names them, and a model whose weights cannot be made is
-reported as skipped), K = 8, N in {16, 24, 32}, S in {0, 2, 4}, E in
-{0, 1, 2, 3} and every adversary model of letcc.adversaries, every scheme
-decodes the same rounds, the same straggler sets and the same adversary
-draws (letcc.evaluate with adversaries=):
+On the trained classifiers of letcc.experiments (LeNet-5 on MNIST, RepVGG-A0
+and the ViT on Fashion-MNIST; --models names them, and a model whose weights
+cannot be made here is reported as skipped), K = 8, N in {16, 24, 32}, S in
+{0, 2, 4}, E in {0, 1, 2, 3} and every adversary model of letcc.adversaries,
+every scheme decodes the same rounds, the same straggler sets and the same
+adversary draws (letcc.evaluate with adversaries=):
 
-* robust LeTCC      LeTCC(K, N, adversaries=E)  (the spline locator, then the plain decode)
+* robust LeTCC      LeTCC(K, N, adversaries=E, valid='simplex'): answers that are not
+                    probability vectors erased, then the spline locator for the rest of E
+* robust, check only  the same with flag_threshold=inf (only the simplex check erases)
+* robust, no check  LeTCC(K, N, adversaries=E): the spline locator alone (any f)
 * plain LeTCC       LeTCC(K, N) on the corrupted outputs
-* BW-BACC           BACC(K, N, adversaries=E)   (only where n = N - S >= 2K + 2E - 1)
+* BW-BACC           BACC(K, N, adversaries=E), ApproxIFER's (only where n = N - S >= 2K + 2E - 1)
+* BW-BACC + check   BACC(K, N, adversaries=E, valid='simplex')
+* oracle erasure    LeTCC told the true adversaries (they are erased, the rest decoded):
+                    the floor of any decoder that erases
 * adversary-free    LeTCC(K, N) on honest outputs (the reference)
 
 MSE (softmax outputs) and RelAcc (accuracy / base accuracy), precision and
@@ -29,7 +34,8 @@ import numpy as np
 
 import letcc
 from _report import best_time, markdown_table, write_report
-from letcc.adversaries import Colluding, ConstantShift, GaussianNoise, SignFlip, UniformBounded
+from letcc.adversaries import (AdversaryModel, Colluding, ConstantShift, GaussianNoise, RelabelClasses, SignFlip,
+                               UniformBounded)
 from letcc.codes import BACC, LeTCC
 from letcc.codes.robust import bw_needed
 from letcc.evaluate import coded_outputs, evaluate, exact_outputs, fixed_count_sets, group_inputs, group_labels
@@ -46,8 +52,32 @@ ADVERSARIES = {
     "shift(+1)": lambda E: ConstantShift(E, shift=1.0),
     "bounded(M=1)": lambda E: UniformBounded(E, M=1.0),
     "colluding(M=1)": lambda E: Colluding(E, M=1.0),
+    "relabel": lambda E: RelabelClasses(E, classes=10),
 }
-SCHEMES = ("robust LeTCC", "plain LeTCC", "BW-BACC", "adversary-free")
+SCHEMES = ("robust LeTCC", "robust, check only", "robust, no check", "plain LeTCC", "BW-BACC", "BW-BACC + check",
+           "oracle erasure", "adversary-free")
+ROBUST = ("robust LeTCC", "robust, check only", "robust, no check")
+FLAGGING = ROBUST + ("BW-BACC", "BW-BACC + check")
+INF = float("inf")
+
+
+class Marked(AdversaryModel):
+    """The same workers as `model`, their answers replaced by NaN: what the
+    oracle erases. `model`'s wrong values are drawn (and dropped) so that
+    the generator, shared by a set's rounds, picks the same workers in
+    every later round too."""
+
+    def __init__(self, model):
+        super().__init__(model.E, model.workers)
+        self.model = model
+
+    def _wrong(self, y, rng):
+        self.model._wrong(y, rng)
+        return np.full_like(y, np.nan)
+
+
+def finite_rows(Y):
+    return np.isfinite(np.asarray(Y).reshape(len(Y), -1)).all(axis=1)
 
 
 def load(name, images):
@@ -80,16 +110,24 @@ def run_model(name, images, draws):
                 for adv_name, make in (ADVERSARIES.items() if E else [("none", None)]):
                     if E and E > n - 3:
                         continue
-                    schemes = {"robust LeTCC": LeTCC(K, N, adversaries=max(E, 2) if E == 0 else E),
+                    Er = E if E else 2
+                    schemes = {"robust LeTCC": LeTCC(K, N, adversaries=Er, valid="simplex"),
+                               "robust, check only": LeTCC(K, N, adversaries=Er, valid="simplex", flag_threshold=INF),
+                               "robust, no check": LeTCC(K, N, adversaries=Er),
                                "plain LeTCC": letcc_code, "adversary-free": letcc_code}
-                    outputs = {"robust LeTCC": out_l, "plain LeTCC": out_l, "adversary-free": out_l}
-                    adv = {"robust LeTCC": make(E) if E else None, "plain LeTCC": make(E) if E else None,
-                           "adversary-free": None}
-                    bw_E = E if E else 2
-                    if n >= bw_needed(K, bw_E) and N >= bw_needed(K, bw_E):
-                        schemes["BW-BACC"] = BACC(K, N, adversaries=bw_E)
-                        outputs["BW-BACC"] = out_b
-                        adv["BW-BACC"] = make(E) if E else None
+                    if E:
+                        schemes["oracle erasure"] = LeTCC(K, N, adversaries=E, valid=finite_rows, flag_threshold=INF)
+                    outputs = {k: out_l for k in schemes}
+                    adv = {k: (make(E) if E else None) for k in schemes}
+                    adv["adversary-free"] = None
+                    if E:
+                        adv["oracle erasure"] = Marked(make(E))
+                    if n >= bw_needed(K, Er) and N >= bw_needed(K, Er):
+                        schemes["BW-BACC"] = BACC(K, N, adversaries=Er)
+                        schemes["BW-BACC + check"] = BACC(K, N, adversaries=Er, valid="simplex")
+                        for k in ("BW-BACC", "BW-BACC + check"):
+                            outputs[k] = out_b
+                            adv[k] = make(E) if E else None
                     res = evaluate(schemes, outputs, exact, sets, labels, adversaries=adv,
                                    adversary_seed=SEED)[S]["schemes"]
                     for sch in SCHEMES:
@@ -118,14 +156,14 @@ def main_table(rows, model):
         for sch in SCHEMES:
             r = by[k + (sch,)]
             line += [fmt(r["mse"], ".4f"), fmt(r["rel_acc"], ".3f")]
-        rob, bw = by[k + ("robust LeTCC",)], by[k + ("BW-BACC",)]
-        line += [fmt(rob["precision"], ".2f"), fmt(rob["recall"], ".2f"), fmt(bw["precision"], ".2f"),
-                 fmt(bw["recall"], ".2f")]
+        rob = by[k + ("robust LeTCC",)]
+        line += [fmt(rob["precision"], ".2f")]
+        line += [fmt(by[k + (sch,)]["recall"], ".2f") for sch in FLAGGING]
         out.append(line)
     hdr = ["adversary", "E", "N", "S"]
     for sch in SCHEMES:
         hdr += [f"{sch} MSE", f"{sch} RelAcc"]
-    hdr += ["robust prec", "robust recall", "BW prec", "BW recall"]
+    hdr += ["robust prec"] + [f"{sch} recall" for sch in FLAGGING]
     return markdown_table(hdr, out)
 
 
@@ -139,58 +177,80 @@ def smallest_n(rows, model):
                       and r["S"] == S and r["scheme"] == sch and r["ran"] and r["rel_acc"] >= 0.9]
                 line.append(min(ok) if ok else "none")
             out.append(line)
-    return markdown_table(["adversary (E = 2)", "S"] + [f"{s}: smallest N" for s in SCHEMES], out)
+    return markdown_table(["adversary (E = 2)", "S"] + list(SCHEMES), out)
 
 
 def targets(rows, model):
+    """One row per target, one column per robust variant (and the oracle's
+    floor where the target compares with the adversary-free decoder)."""
     by = {(r["N"], r["S"], r["E"], r["adversary"], r["scheme"]): r for r in rows if r["model"] == model}
+    cols = ROBUST + ("oracle erasure",)
     out = []
+
+    def verdict(ok):
+        return "met" if ok else "missed"
+
     for adv in ("sign-flip", "bounded(M=1)"):
         for E in (1, 2):
-            rob, free = by[(24, 2, E, adv, "robust LeTCC")], by[(24, 2, E, adv, "adversary-free")]
-            d_acc = 100 * (free["rel_acc"] - rob["rel_acc"])
-            ratio = rob["mse"] / free["mse"]
-            out.append([f"N=24 S=2 E={E} {adv}: RelAcc within 2 pts of adversary-free",
-                        f"{d_acc:+.2f} pts below", "met" if d_acc <= 2 else "missed"])
-            out.append([f"N=24 S=2 E={E} {adv}: MSE within 1.5x", f"{ratio:.2f}x", "met" if ratio <= 1.5 else "missed"])
-            out.append([f"N=24 S=2 E={E} {adv}: recall >= 95%", f"{100 * rob['recall']:.1f}%",
-                        "met" if rob["recall"] >= 0.95 else "missed"])
-    both = lost = 0
-    for (N, S, E, adv, sch), r in by.items():
-        if sch == "BW-BACC" and r["ran"] and E > 0:
-            both += 1
-            if not by[(N, S, E, adv, "robust LeTCC")]["mse"] < r["mse"]:
-                lost += 1
-    out.append(["robust LeTCC MSE below BW-BACC's at every (N, S, E, adversary) both run",
-                f"{both - lost} of {both}", "met" if lost == 0 else "missed"])
-    worst = 0.0
-    for (N, S, E, adv, sch), r in by.items():
-        if E == 0 and sch == "robust LeTCC":
-            worst = max(worst, r["mse"] / by[(N, S, 0, adv, "plain LeTCC")]["mse"] - 1)
-    out.append(["no adversaries: adversaries=2 costs <= 2% MSE vs plain (worst over N, S)",
-                f"{100 * worst:+.1f}%", "met" if worst <= 0.02 else "missed"])
-    return out
+            free = by[(24, 2, E, adv, "adversary-free")]
+            acc, mse, rec = [], [], []
+            for sch in cols:
+                r = by[(24, 2, E, adv, sch)]
+                d = 100 * (free["rel_acc"] - r["rel_acc"])
+                ratio = r["mse"] / free["mse"]
+                acc.append(f"{d:+.2f} pts ({verdict(d <= 2)})")
+                mse.append(f"{ratio:.2f}x ({verdict(ratio <= 1.5)})")
+                rec.append("-" if r["recall"] is None or sch == "oracle erasure"
+                           else f"{100 * r['recall']:.1f}% ({verdict(r['recall'] >= 0.95)})")
+            out.append([f"N=24 S=2 E={E} {adv}: RelAcc within 2 pts of adversary-free"] + acc)
+            out.append([f"N=24 S=2 E={E} {adv}: MSE within 1.5x of adversary-free"] + mse)
+            out.append([f"N=24 S=2 E={E} {adv}: recall >= 95%"] + rec)
+    for bw in ("BW-BACC", "BW-BACC + check"):
+        line = [f"MSE below {bw}'s at every (N, S, E, adversary) both run"]
+        for sch in cols:
+            both = won = 0
+            for (N, S, E, adv, s2), r in by.items():
+                if s2 == bw and r["ran"] and E > 0:
+                    both += 1
+                    won += by[(N, S, E, adv, sch)]["mse"] < r["mse"]
+            line.append(f"{won} of {both} ({verdict(won == both)})")
+        out.append(line)
+    line = ["no adversaries: adversaries=2 costs <= 2% MSE vs plain (worst over N, S)"]
+    for sch in cols:
+        if sch == "oracle erasure":
+            line.append("-")
+            continue
+        worst = max(by[(N, S, 0, "none", sch)]["mse"] / by[(N, S, 0, "none", "plain LeTCC")]["mse"] - 1
+                    for (N, S, E, adv, s2) in by if E == 0 and s2 == sch)
+        line.append(f"{100 * worst:+.1f}% ({verdict(worst <= 0.02)})")
+    out.append(line)
+    return markdown_table(["target"] + list(cols), out)
 
 
 def timing():
-    """Decode times for one round, N = 24, S = 2, E = 2, outputs of m numbers."""
+    """Decode times for one round, N = 24, S = 2, E = 2 sign-flipped answers:
+    m outputs as m / 10 probability vectors of 10 classes."""
     rng = np.random.default_rng(0)
     N, S, E = 24, 2, 2
     F = np.sort(rng.choice(N, N - S, replace=False))
     out = []
     for m in (10, 1000, 100000):
-        Y = rng.random((N - S, m))
+        Y = rng.dirichlet(np.ones(10), size=(N - S, m // 10))
         Yc, _ = SignFlip(E).corrupt(Y, F, np.random.default_rng(1))
-        plain, rob, bacc, bw = LeTCC(K, N), LeTCC(K, N, adversaries=E), BACC(K, N), BACC(K, N, adversaries=E)
-        for c in (plain, rob, bacc, bw):
+        codes = {"plain": LeTCC(K, N), "robust": LeTCC(K, N, adversaries=E, valid="simplex"),
+                 "check only": LeTCC(K, N, adversaries=E, valid="simplex", flag_threshold=INF),
+                 "no check": LeTCC(K, N, adversaries=E), "bacc": BACC(K, N), "bw": BACC(K, N, adversaries=E)}
+        for c in codes.values():
             c.decode(Yc, F)        # plans built (cached per set, as in a production loop)
-        t_plain = best_time(lambda: plain.decode(Yc, F))
-        t_rob = best_time(lambda: rob.decode(Yc, F))
-        t_bacc = best_time(lambda: bacc.decode(Yc, F))
-        t_bw = best_time(lambda: bw.decode(Yc, F), min_run=0.02, repeats=3)
-        out.append([m, f"{t_plain * 1e6:.1f}", f"{t_rob * 1e6:.1f}", f"{t_rob / t_plain:.2f}x",
-                    f"{t_bacc * 1e6:.1f}", f"{t_bw * 1e6:.1f}", f"{t_bw / t_plain:.1f}x"])
-    return markdown_table(["m (outputs)", "plain LeTCC (us)", "robust LeTCC (us)", "robust / plain",
+        t = {k: best_time(lambda c=c: c.decode(Yc, F), **({"min_run": 0.02, "repeats": 3} if k == "bw" else {}))
+             for k, c in codes.items()}
+        line = [m, f"{t['plain'] * 1e6:.1f}"]
+        for k in ("robust", "check only", "no check"):
+            line += [f"{t[k] * 1e6:.1f}", f"{t[k] / t['plain']:.2f}x"]
+        line += [f"{t['bacc'] * 1e6:.1f}", f"{t['bw'] * 1e6:.1f}", f"{t['bw'] / t['plain']:.1f}x"]
+        out.append(line)
+    return markdown_table(["m (outputs)", "plain LeTCC (us)", "robust LeTCC (us)", "/ plain",
+                           "check only (us)", "/ plain", "no check (us)", "/ plain",
                            "plain BACC (us)", "BW-BACC (us)", "BW-BACC / plain LeTCC"], out)
 
 
@@ -212,15 +272,16 @@ def main():
             continue
         all_rows += rows
         tgt = targets(rows, name)
-        sections += [f"## {name}: issue-19 targets\n\n" + markdown_table(["target", "measured", ""], tgt),
+        sections += [f"## {name}: issue-19 targets\n\n" + tgt,
                      f"## {name}: smallest N with RelAcc >= 0.9 at E = 2\n\n" + smallest_n(rows, name),
                      f"## {name}: every (adversary, E, N, S), {B} rounds x {args.draws} straggler sets per S\n\n"
-                     "E = 0 rows: no adversary present; 'robust LeTCC' there is adversaries=2 and "
+                     "E = 0 rows: no adversary present; the robust schemes there are adversaries=2 and "
                      "'BW-BACC' BACC(adversaries=2).\n\n" + main_table(rows, name)]
-        print(markdown_table(["target", "measured", ""], tgt), flush=True)
+        print(tgt, flush=True)
     tim = timing()
     print(tim)
-    sections.append("## Decode time, one round (N = 24, S = 2, E = 2, sign-flip; plans cached)\n\n" + tim)
+    sections.append("## Decode time, one round (N = 24, S = 2, E = 2, sign-flip; probability outputs; "
+                    "plans cached)\n\n" + tim)
     if skipped:
         sections.insert(0, "## Models not run\n\n" + "\n".join(skipped))
     write_report("adversarial", "Adversarial workers: robust LeTCC vs Berlekamp-Welch BACC (issue 19)", sections,

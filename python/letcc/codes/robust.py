@@ -134,13 +134,15 @@ NEIGHBOURS = 2
 def neighbour_scores(G: np.ndarray, k_max: int = NEIGHBOURS) -> np.ndarray:
     """d_i = min ||y_i - y_j||^2 over the k_max nearest answers j on either
     side of i (in node order), from the Gram matrix G = Y Y^T: O(n k_max)."""
-    g = np.diagonal(G)
-    d = np.full(g.shape[0], np.inf)
-    for k in range(1, min(k_max, g.shape[0] - 1) + 1):
-        dk = g[k:] + g[:-k] - 2.0 * np.diagonal(G, k)
-        np.minimum(d[k:], dk, out=d[k:])
-        np.minimum(d[:-k], dk, out=d[:-k])
-    return np.maximum(d, 0.0)
+    n = G.shape[0]
+    g = G.ravel()[:: n + 1]
+    cand = np.full((2 * k_max, n), np.inf)
+    for k in range(1, min(k_max, n - 1) + 1):
+        dk = g[k:] + g[:-k] - 2.0 * G.ravel()[k: (n - k) * (n + 1): n + 1]     # ||y_i - y_{i+k}||^2
+        cand[2 * k - 2, k:] = dk
+        cand[2 * k - 1, :-k] = dk
+    d = cand.min(axis=0)
+    return np.maximum(d, 0.0, out=d)
 
 
 def detection_knots(nodes: np.ndarray) -> np.ndarray:
