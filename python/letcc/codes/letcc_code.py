@@ -88,11 +88,12 @@ class LeTCC(Code):
     adversaries : int, default 0
         E, the wrong answers per decode to tolerate. 0 is the plain decoder.
         E > 0: before decoding, the spline locator (letcc.codes.robust)
-        erases up to E answers, one at a time, each the answer with the
-        largest leave-one-out residual of a detection smoothing spline
-        (pooled over all outputs), and the remaining answers are decoded
-        exactly as the plain decoder decodes that set. Costs O(E n m) more
-        per decode. At least 3 answers are always kept: with n answers at
+        erases up to E answers, one at a time, each the answer that
+        disagrees most both with a detection smoothing spline through the
+        others (leave-one-out residual, pooled over all outputs) and with
+        its nearest answers, and the remaining answers are decoded exactly
+        as the plain decoder decodes that set. Costs one pass over the
+        outputs (their Gram matrix) plus O(E n^3) per decode. At least 3 answers are always kept: with n answers at
         most min(E, n - 3) are erased (fewer than 4 answers: none, the plain
         decode). ``decode(..., return_flagged=True)`` also returns the erased
         workers. All of Y's trailing axes are one round: a flagged worker is
