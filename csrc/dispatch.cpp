@@ -100,7 +100,7 @@ LETCC_MULTIVERSION(plan_tile_generic_f32,
                    (p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols),
                    ((void)stream, kernels::plan_tile<float>(p, y, ldy, out, ldo, c0, tw, buf, false, prefetch_cols)))
 
-// The hand-written kernels: one walk (plan_walk_isa.inc) per ISA, each
+// The hand-written kernels: one walk (plan_walk_isa.hpp) per ISA, each
 // compiled for its own target.
 #if defined(LETCC_HAVE_AVX2_KERNEL)
 constexpr auto plan_tile_avx2_f64 = &kernels_avx2::Walk::plan_tile<double>;
@@ -154,7 +154,7 @@ int plan_kernel_in_use() {
     const int k = g_plan_kernel.load(std::memory_order_relaxed);
     if (k != kAuto) return k;
     switch (active_isa()) {
-        case Isa::kAvx512: return (AVX512_OR_NULL(plan_tile_avx512_f64) && !missing_avx512_feature()) ? kAvx512 : kAvx2;
+        case Isa::kAvx512: return (AVX512_OR_NULL(plan_tile_avx512_f64) != nullptr && !missing_avx512_feature()) ? kAvx512 : kAvx2;
         case Isa::kAvx2Fma: return kAvx2;
         default: return kGeneric;
     }
@@ -200,7 +200,7 @@ void set_plan_kernel(const std::string& name) {
     } else if (name == "generic") {
         g_plan_kernel = kGeneric;
     } else if (name == "avx2") {
-        if (!cpu_has_avx2_fma() || !AVX2_OR_NULL(plan_tile_avx2_f64))
+        if (!cpu_has_avx2_fma() || AVX2_OR_NULL(plan_tile_avx2_f64) == nullptr)
             throw std::invalid_argument(
                 "plan kernel 'avx2' needs an x86-64 GCC/Clang build and a CPU with AVX2 and FMA; this CPU or build "
                 "lacks them (plan_kernel() says which kernel runs)");

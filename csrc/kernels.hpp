@@ -43,12 +43,10 @@ LETCC_INLINE void forward_tile(const PlanTables& p, const T* LETCC_RESTRICT y, s
         }
     }
     for (std::int64_t i = 1; i + 1 < n; ++i) {
-        const T* LETCC_RESTRICT ym = y + static_cast<std::size_t>(i - 1) * ldy + c0;
-        const T* LETCC_RESTRICT y0 = ym + ldy;
-        const T* LETCC_RESTRICT yp = y0 + ldy;
-        double* LETCC_RESTRICT z = buf + static_cast<std::size_t>(i + 1) * tw;
-        const double* LETCC_RESTRICT z1 = z - tw;
-        const double* LETCC_RESTRICT z2 = z - 2 * tw;
+        const KnotRows<T> k = knot_rows(i, y, ldy, c0, tw, buf);  // gamma rows tw apart
+        const T *LETCC_RESTRICT ym = k.ym, *LETCC_RESTRICT y0 = k.y0, *LETCC_RESTRICT yp = k.yp;
+        double* LETCC_RESTRICT z = k.z;
+        const double *LETCC_RESTRICT z1 = z - tw, *LETCC_RESTRICT z2 = z - 2 * tw;
         const double a = p.qa[i], b = p.qb[i], c = p.qc[i], l1 = p.l1[i], l2 = p.l2[i];
 #if defined(__GNUC__)
         // Rows of a tile are m elements apart: more streams than the hardware

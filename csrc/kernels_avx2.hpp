@@ -1,4 +1,4 @@
-// The plan's column-tile kernel on AVX2/FMA: the walk of plan_walk_isa.inc on
+// The plan's column-tile kernel on AVX2/FMA: the walk of plan_walk_isa.hpp on
 // the 4-lane traits below (faster than the compiler-vectorised kernels.hpp
 // where it matters: bench/results/spline.md, "AVX2 kernel").
 //
@@ -60,7 +60,7 @@ struct Avx2 {
     }
 };
 
-#include "plan_walk_isa.inc"
+#include "plan_walk_isa.hpp"
 
 using Walk = PlanWalk<Avx2>;
 

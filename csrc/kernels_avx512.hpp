@@ -1,5 +1,5 @@
 // The plan's column-tile kernel on AVX-512 (F and VL): the walk of
-// plan_walk_isa.inc, the AVX2 kernel's, on the 8-lane traits below, with the
+// plan_walk_isa.hpp, the AVX2 kernel's, on the 8-lane traits below, with the
 // same operations in the same order on every column, so its results are
 // bit-for-bit those of the AVX2 kernel. What the traits change besides the
 // width: tails run under a lane mask register, and non-temporal stores of a row
@@ -76,7 +76,7 @@ struct Avx512 {
     }
 };
 
-#include "plan_walk_isa.inc"
+#include "plan_walk_isa.hpp"
 
 using Walk = PlanWalk<Avx512>;
 

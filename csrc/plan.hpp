@@ -72,6 +72,24 @@ constexpr std::size_t kMaxLanes = 8;
 // kMaxLanes), so it sees every row aligned to its vectors.
 inline std::size_t padded_width(std::size_t tw, std::size_t lanes) { return (tw + lanes - 1) & ~(lanes - 1); }
 
+// The rows knot i's forward substitution reads (input rows i - 1 .. i + 1) and
+// writes (its gamma-buffer row; rows bs doubles apart, row r = knot r - 1) in
+// a tile at column c0: z = qa y[i-1] + qb y[i] + qc y[i+1] - l1 z[-bs] - l2 z[-2 bs].
+template <class T>
+struct KnotRows {
+    const T* ym;
+    const T* y0;
+    const T* yp;
+    double* z;
+};
+
+template <class T>
+inline KnotRows<T> knot_rows(std::int64_t i, const T* y, std::size_t ldy, std::size_t c0, std::size_t bs,
+                             double* buf) {
+    const T* ym = y + static_cast<std::size_t>(i - 1) * ldy + c0;
+    return {ym, ym + ldy, ym + 2 * ldy, buf + static_cast<std::size_t>(i + 1) * bs};
+}
+
 // Where one query's evaluation reads and writes for a tile at column c0 whose
 // gamma rows are bs doubles apart: out[qi] = c[0] y[k] + c[1] y[k+1] +
 // sum_t c[2 + t] gamma[k-1+t].

@@ -1,5 +1,5 @@
 // What the hand-written plan kernels (kernels_avx2.hpp, kernels_avx512.hpp)
-// share besides their walk (plan_walk_isa.inc): the next tile's prefetch
+// share besides their walk (plan_walk_isa.hpp): the next tile's prefetch
 // pacing, the stores' 4K-aliasing and streaming rules, and the SIMD-traits
 // interface each ISA implements.
 //
@@ -25,7 +25,7 @@
 // for the ISA (target attribute). So is every function of the walk: GCC and
 // Clang refuse to inline a target-specific always-inline function into one
 // compiled without that target, and a target attribute cannot depend on a
-// template parameter, so the walk's text (plan_walk_isa.inc) is included once
+// template parameter, so the walk's text (plan_walk_isa.hpp) is included once
 // per ISA, inside that ISA's namespace and with LETCC_WALK_FN naming its
 // target (as Highway's foreach_target does). One source, one template; each
 // ISA gets its own compiled copy and nothing is compiled for a wider ISA than

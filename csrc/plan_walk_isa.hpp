@@ -32,7 +32,7 @@
 //   the evaluation loop, spread evenly over the back substitution and
 //   evaluation instead of coming in bursts (plan_walk::set_prefetch_pace).
 #if !defined(LETCC_WALK_FN) || !defined(LETCC_WALK_ENTRY)
-#error "plan_walk_isa.inc is included by kernels_avx2.hpp and kernels_avx512.hpp only"
+#error "plan_walk_isa.hpp is included by kernels_avx2.hpp and kernels_avx512.hpp only"
 #endif
 
 template <class S>
@@ -76,12 +76,10 @@ struct PlanWalk {
     LETCC_WALK_FN static void forward_one(const PlanTables& p, std::int64_t i, const T* __restrict__ y,
                                           std::size_t ldy, std::size_t c0, std::size_t tw, std::size_t bs,
                                           double* __restrict__ buf) {
-        const T* __restrict__ ym = y + static_cast<std::size_t>(i - 1) * ldy + c0;
-        const T* __restrict__ y0 = ym + ldy;
-        const T* __restrict__ yp = y0 + ldy;
-        double* __restrict__ z = buf + static_cast<std::size_t>(i + 1) * bs;
-        const double* __restrict__ z1 = z - bs;
-        const double* __restrict__ z2 = z - 2 * bs;
+        const KnotRows<T> k = knot_rows(i, y, ldy, c0, bs, buf);
+        const T *__restrict__ ym = k.ym, *__restrict__ y0 = k.y0, *__restrict__ yp = k.yp;
+        double* __restrict__ z = k.z;
+        const double *__restrict__ z1 = z - bs, *__restrict__ z2 = z - 2 * bs;
         const V A = S::set1(p.qa[i]), B = S::set1(p.qb[i]), C = S::set1(p.qc[i]);
         const V L1 = S::set1(-p.l1[i]), L2 = S::set1(-p.l2[i]);
         const std::size_t tv = tw & ~(L - 1);
@@ -90,9 +88,9 @@ struct PlanWalk {
                                          S::load(z2 + j), S::load(z1 + j)));
         if (tv < tw) {
             // The whole vector is stored: its padding lanes come out 0.
-            const auto k = S::lanes(tw - tv);
-            S::store(z + tv, forward_knot(A, B, C, L2, L1, S::loadu(ym + tv, k), S::loadu(y0 + tv, k),
-                                          S::loadu(yp + tv, k), S::load(z2 + tv), S::load(z1 + tv)));
+            const auto m = S::lanes(tw - tv);
+            S::store(z + tv, forward_knot(A, B, C, L2, L1, S::loadu(ym + tv, m), S::loadu(y0 + tv, m),
+                                          S::loadu(yp + tv, m), S::load(z2 + tv), S::load(z1 + tv)));
         }
     }
 
@@ -100,14 +98,12 @@ struct PlanWalk {
     LETCC_WALK_FN static void forward_two(const PlanTables& p, std::int64_t i, const T* __restrict__ y,
                                           std::size_t ldy, std::size_t c0, std::size_t tw, std::size_t bs,
                                           double* __restrict__ buf) {
-        const T* __restrict__ ym = y + static_cast<std::size_t>(i - 1) * ldy + c0;
-        const T* __restrict__ y0 = ym + ldy;
-        const T* __restrict__ yp = y0 + ldy;
+        const KnotRows<T> k = knot_rows(i, y, ldy, c0, bs, buf);
+        const T *__restrict__ ym = k.ym, *__restrict__ y0 = k.y0, *__restrict__ yp = k.yp;
         const T* __restrict__ ypp = yp + ldy;
-        double* __restrict__ z = buf + static_cast<std::size_t>(i + 1) * bs;  // knot i
-        double* __restrict__ zn = z + bs;                                     // knot i + 1
-        const double* __restrict__ z1 = z - bs;
-        const double* __restrict__ z2 = z - 2 * bs;
+        double* __restrict__ z = k.z;   // knot i
+        double* __restrict__ zn = z + bs;  // knot i + 1
+        const double *__restrict__ z1 = z - bs, *__restrict__ z2 = z - 2 * bs;
         const V A = S::set1(p.qa[i]), B = S::set1(p.qb[i]), C = S::set1(p.qc[i]);
         const V L1 = S::set1(-p.l1[i]), L2 = S::set1(-p.l2[i]);
         const V A2 = S::set1(p.qa[i + 1]), B2 = S::set1(p.qb[i + 1]), C2 = S::set1(p.qc[i + 1]);
