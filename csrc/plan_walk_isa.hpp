@@ -121,11 +121,12 @@ struct PlanWalk {
         }
     }
 
-    // The forward pass of one tile (buf: placed, rows bs = padded(tw) apart).
+    // The forward pass of one tile (buf: placed, rows bs = padded(tw) apart);
+    // forward is the same, callable from baseline code (the bench harness).
     template <class T>
-    LETCC_WALK_ENTRY static void forward(const PlanTables& p, const T* __restrict__ y, std::size_t ldy,
-                                         std::size_t c0, std::size_t tw, std::size_t bs,
-                                         double* __restrict__ buf) {
+    LETCC_WALK_FN static void forward_pass(const PlanTables& p, const T* __restrict__ y, std::size_t ldy,
+                                           std::size_t c0, std::size_t tw, std::size_t bs,
+                                           double* __restrict__ buf) {
         const std::int64_t n = p.n;
         const std::size_t rows = gamma_rows(n);
         // Whole padded rows, padding included (see forward_one).
@@ -134,6 +135,12 @@ struct PlanWalk {
         std::int64_t i = 1;
         for (; i + 2 < n; i += 2) forward_two(p, i, y, ldy, c0, tw, bs, buf);
         for (; i + 1 < n; ++i) forward_one(p, i, y, ldy, c0, tw, bs, buf);
+    }
+
+    template <class T>
+    LETCC_WALK_ENTRY static void forward(const PlanTables& p, const T* y, std::size_t ldy, std::size_t c0,
+                                         std::size_t tw, std::size_t bs, double* buf) {
+        forward_pass(p, y, ldy, c0, tw, bs, buf);
     }
 
     // Gamma at knot i from knots i+1, i+2.
@@ -264,7 +271,7 @@ struct PlanWalk {
             plan_walk::set_prefetch_pace(pc, p.q, tw / L, L, static_cast<std::size_t>(n) * ((pc.row_bytes + 63) / 64),
                                          static_cast<std::size_t>(n - 2));
         }
-        forward(p, y, ldy, c0, tw, bs, buf);
+        forward_pass(p, y, ldy, c0, tw, bs, buf);
         // Interval k needs knots k-1 .. k+2.
         std::int64_t i = n - 2;
         for (; i >= 2; i -= 2) {
