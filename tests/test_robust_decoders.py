@@ -173,8 +173,9 @@ def test_robust_letcc_with_separated_colluders(rng):
     np.testing.assert_array_equal(flagged, [8, 25])
 
 
-@pytest.mark.xfail(strict=True, reason="known limit: two colluders side by side agree with each other, and the "
-                   "leave-one-out residuals of their honest neighbours come out larger than theirs (masking)")
+@pytest.mark.xfail(strict=True, reason="known limit: two colluders side by side agree with each other (each is the "
+                   "other's nearest answer, so the agreement score calls both honest: masking); a validity "
+                   "check (valid=) is what catches them when their answers cannot be right")
 def test_robust_letcc_with_adjacent_colluders(rng):
     K, N = 6, 40
     code = LeTCC(K, N, adversaries=2)
