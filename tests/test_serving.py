@@ -210,6 +210,128 @@ def test_late_answers_of_an_old_round_are_never_mixed_into_a_newer_one(script_di
         assert any(np.allclose(part, ref, rtol=1e-10, atol=1e-12) for ref in refs)
 
 
+class Gated(Scripted):
+    """Scripted's f; once the file ``arm`` exists, worker j's c-th call from then on
+    creates ``started-j-c``, copies its input and waits for ``go-j-c``: the test
+    lets each call through, one at a time."""
+
+    calls = 0
+
+    def __call__(self, x):
+        from letcc.runtime.worker_main import worker_rank
+
+        if not os.path.exists(os.path.join(self.dir, "arm")):
+            return self.f(x)
+        Gated.calls += 1
+        tag = f"{worker_rank()}-{Gated.calls}"
+        x = x.copy()
+        touch(os.path.join(self.dir, f"started-{tag}"))
+        while not os.path.exists(os.path.join(self.dir, f"go-{tag}")):
+            time.sleep(0.002)
+        return self.f(x)
+
+
+def gated(script_dir):
+    return Gated(str(script_dir))
+
+
+def test_a_late_answer_never_lands_in_a_reused_ring_slot_of_a_round_with_another_b(script_dir, rng):
+    """The high-load mix-up (bench/results/serving.md): a worker still inside the
+    model call of a round the master has left (B = 2 groups) writes its answer
+    after the ring slot went to a round of B = 1. With a worker's output slot at
+    row j * B, worker 1's late rows landed in worker 2's slot of the new round,
+    which was then decoded (wrong, silently). Each model call is let through by
+    the test (Gated), so the late write always lands after worker 2's answer to
+    the new round and before that round is decoded."""
+    code = letcc.LeTCC(2, 4)
+    X = rng.random((10, D))
+    started = lambda j, c: (script_dir / f"started-{j}-{c}").exists()    # noqa: E731
+    go = lambda j, c: touch(script_dir / f"go-{j}-{c}")                   # noqa: E731
+    with CodedServer(functools.partial(gated, str(script_dir)), code, threads_per_worker=1, rounds_in_flight=1,
+                     max_groups=2, max_batch_delay=1e6, stragglers=Fixed((), wait_for=3)) as s:
+        r0 = warm(s, X)
+        touch(script_dir / "arm")
+        hold = [s.submit(x) for x in X[:2]]                  # round W (call 1): holds the ring slot
+        wait_until(lambda: s.stats()["rounds"] == r0 + 1, "round W left")
+        futs_a = [s.submit(x) for x in X[2:6]]              # queued behind it: round A, B = 2
+        wait_until(lambda: all(started(j, 1) for j in range(4)), "every worker inside round W's call")
+        for j in range(4):
+            go(j, 1)
+        for f in hold:
+            f.result(WAIT)
+        wait_until(lambda: all(started(j, 2) for j in range(4)), "every worker inside round A's call")
+        futs_c = [s.submit(x) for x in X[6:8]]              # round C, B = 1: next in the same ring slot
+        for j in (0, 2, 3):
+            go(j, 2)                                         # round A: decided by 0, 2, 3; 1 left inside
+        got_a = np.stack([f.result(WAIT) for f in futs_a])
+        np.testing.assert_allclose(got_a, round_reference(code, X[2:6], (0, 2, 3)), rtol=1e-10, atol=1e-12)
+        rc = r0 + 3
+        done = s.backend._done_round
+        go(0, 3)
+        go(2, 3)
+        wait_until(lambda: s.stats()["rounds"] == rc and done[0] == rc and done[2] == rc,
+                   "workers 0 and 2 answered round C")
+        assert not any(f.done() for f in futs_c)             # it waits for a third answer
+        go(1, 3)
+        go(1, 2)                                             # worker 1: round A's late answer, then C
+        got_c = np.stack([f.result(WAIT) for f in futs_c])
+        go(3, 3)
+    np.testing.assert_allclose(got_c, round_reference(code, X[6:8], (0, 1, 2)), rtol=1e-10, atol=1e-12)
+
+
+class Twice:
+    """f(x) = 2 x exactly, row by row, after a sleep inside the call (not
+    cancellable, as a slow machine is): `slow` s on workers 1 and 3 (noisy
+    neighbours), `fast` s on the others."""
+
+    def __init__(self, slow, fast):
+        self.slow, self.fast = slow, fast
+
+    def __call__(self, x):
+        from letcc.runtime.worker_main import worker_rank
+
+        time.sleep(self.slow if worker_rank() in (1, 3) else self.fast)
+        return 2.0 * x.reshape(x.shape[0], -1)
+
+
+def twice(slow, fast):
+    return Twice(slow, fast)
+
+
+@pytest.mark.parametrize("scheme", ["replication", "uncoded", "hedged"])
+def test_every_request_gets_its_own_answer_under_a_deep_queue_from_threads(scheme, rng):
+    """Threads submitting bursts of random sizes (some waiting for their burst,
+    some not): rounds of B = 1..4 groups in flight over reused ring slots, a slow
+    worker's late answers, padded groups. The exact decoders must return exactly
+    2 x for every request (LeTCC: the ordered test above, whose rounds are known)."""
+    code = {"replication": letcc.Replication(4, 2), "uncoded": letcc.Uncoded(8), "hedged": Hedged(8, 90)}[scheme]
+    n, T = 1200, 4
+    X = rng.random((n, 3)) + np.arange(n)[:, None]          # every request its own input
+    sizes = rng.integers(1, 14, size=n)
+    futs = [None] * n
+    with CodedServer(functools.partial(twice, 0.006, 0.001), code, threads_per_worker=1, rounds_in_flight=3,
+                     max_groups=4, max_batch_delay=0.001) as s:
+        def client(t):
+            mine = list(range(t, n, T))
+            while mine:
+                k = int(sizes[mine[0]])
+                burst, mine = mine[:k], mine[k:]
+                for i in burst:
+                    futs[i] = s.submit(X[i])
+                if burst[0] % 3 == 0:
+                    for i in burst:
+                        futs[i].result(WAIT)
+        threads = [threading.Thread(target=client, args=(t,)) for t in range(T)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        got = np.stack([f.result(WAIT) for f in futs])
+        st = s.stats()
+    np.testing.assert_array_equal(got, 2 * X)
+    assert st["completed"] == n and st["errors"] == 0
+
+
 def test_deadline_decodes_what_arrived_and_times_out_with_nothing(script_dir, rng):
     code = letcc.LeTCC(4, 8)
     X = rng.random((4, D))

@@ -219,7 +219,7 @@ class LocalBackend(Backend):
             self._out_ref = None
         else:
             self._out = SlotArray(f"{self._prefix}o{self._gen}", self.n, cap, out_spec.row_shape, out_spec.dtype,
-                                  self.ring)
+                                  self.ring, fixed=True)
             self._res.segments.append(self._out)
         self._broadcast_layout()
         for seg in old:             # workers drop them on the layout message; unlink now
@@ -242,7 +242,7 @@ class LocalBackend(Backend):
     def set_output_layout(self, row_shape, dtype, worker=None) -> None:
         self._out_ref = (worker, tuple(row_shape), np.dtype(dtype).str)
         self._out = SlotArray(f"{self._prefix}o{self._gen}", self.n, self._inp.spec.rows_cap, row_shape, dtype,
-                              self.ring)
+                              self.ring, fixed=True)     # fixed slots: a late answer stays in its own slot
         self._res.segments.append(self._out)
         self._broadcast_layout()
 

@@ -13,6 +13,19 @@ one-region array (``view(b, k)``, ``slot(j, b, k)``) and starts at the same
 place for every b, so rounds with different b can be in flight in different
 regions at once. One region (the default) is the layout above exactly.
 
+Fixed slots (``fixed=True``, the output segments): slot j starts at row
+j * rows_cap of its region whatever b is, and ``view(b, k)`` is the strided
+(n_slots, b, *row_shape) view of those rows. Outputs need it: a worker cannot
+be stopped inside a model call, so the answer of a round the master has left
+may still be written after the master reused the region for a round with
+another b. With slot j at row j * b, the late rows of worker j (written at
+j * b_old) landed in other workers' slots of the new round (a silent wrong
+answer); with a fixed start they land in worker j's own slot only, which its
+answer to the new round (queued behind the old task) overwrites before the
+master reads it. Inputs keep the contiguous layout the encoder writes in one
+go: a late task reading inputs of another layout only spoils its own,
+discarded, answer.
+
 Ownership: the master process creates and unlinks every segment (so a killed
 worker can never leak one). Workers only attach, and attach *untracked*: on
 Python < 3.13 attaching registers the name with the resource tracker, which
@@ -50,6 +63,7 @@ class SlotSpec(NamedTuple):
     row_shape: tuple
     dtype: str          # numpy dtype string, e.g. '<f4'
     regions: int = 1    # blocks of n_slots x rows_cap rows (one per round in flight)
+    fixed: bool = False  # slot j at row j * rows_cap for every b (else j * b): module docstring
 
     @property
     def row_items(self) -> int:
@@ -72,10 +86,11 @@ def _views(buf, spec: SlotSpec) -> np.ndarray:
 class SlotArray:
     """Master side: creates the segment; ``view(b)`` is the (n_slots, b, *row_shape) array."""
 
-    def __init__(self, name: str, n_slots: int, rows_cap: int, row_shape, dtype, regions: int = 1):
+    def __init__(self, name: str, n_slots: int, rows_cap: int, row_shape, dtype, regions: int = 1,
+                 fixed: bool = False):
         row_shape = tuple(int(s) for s in row_shape)
         dtype = np.dtype(dtype)
-        self.spec = SlotSpec(name, int(n_slots), int(rows_cap), row_shape, dtype.str, int(regions))
+        self.spec = SlotSpec(name, int(n_slots), int(rows_cap), row_shape, dtype.str, int(regions), bool(fixed))
         # size 0 is not allowed by shm_open/ftruncate users; keep at least one byte
         self._shm = shared_memory.SharedMemory(name=name, create=True, size=max(1, self.spec.nbytes))
         self._flat = _views(self._shm.buf, self.spec)
@@ -85,13 +100,17 @@ class SlotArray:
         return self.spec.name
 
     def view(self, b: int, region: int = 0) -> np.ndarray:
-        """Rows 0..b-1 of every slot of `region` as one contiguous (n_slots, b, *row_shape) array."""
+        """Rows 0..b-1 of every slot of `region` as one (n_slots, b, *row_shape)
+        array: contiguous, or for fixed slots a strided view."""
         s = self.spec
         if not 0 < b <= s.rows_cap:
             raise ValueError(f"b = {b} rows per slot does not fit the capacity {s.rows_cap}")
         if not 0 <= region < s.regions:
             raise ValueError(f"region {region} out of range ({s.regions} regions)")
         start = region * s.region_items
+        if s.fixed:
+            block = self._flat[start:start + s.region_items].reshape((s.n_slots, s.rows_cap) + s.row_shape)
+            return block[:, :b]
         return self._flat[start:start + s.n_slots * b * s.row_items].reshape((s.n_slots, b) + s.row_shape)
 
     def fits(self, b: int, row_shape, dtype) -> bool:
@@ -117,7 +136,7 @@ class Attached:
         """Slot j's (b, *row_shape) block of `region` for a round with b rows per slot."""
         s = self.spec
         n = b * s.row_items
-        start = region * s.region_items + j * n
+        start = region * s.region_items + j * (s.rows_cap * s.row_items if s.fixed else n)
         return self._flat[start:start + n].reshape((b,) + s.row_shape)
 
     def close(self) -> None:
