@@ -103,11 +103,21 @@ def test_loo_scores_equal_refits_without_each_point(rng):
     np.testing.assert_allclose(gram_scores(_loo_operator(b), Y @ Y.T), ref, rtol=1e-7)
 
 
-def test_neighbour_scores_are_the_distances_to_the_nearest_answers_on_either_side(rng):
+def test_neighbour_scores_against_the_definition(rng):
+    """max(nearest of the 2 answers on either side, 1/4 * the better side's
+    farther answer of its 2), squared distances; a side with fewer than 2
+    answers does not count."""
     for n in (2, 3, 4, 9):
         Y = rng.standard_normal((n, 6))
-        ref = np.array([min(np.sum((Y[i] - Y[j]) ** 2) for j in range(max(0, i - 2), min(n, i + 3)) if j != i)
-                        for i in range(n)])
+        Y[n // 2] = Y[n // 2 - 1]                          # two equal answers side by side
+        def d(i, j):
+            return float(np.sum((Y[i] - Y[j]) ** 2))
+        ref = []
+        for i in range(n):
+            nn = min(d(i, j) for j in range(max(0, i - 2), min(n, i + 3)) if j != i)
+            sides = [max(d(i, i - 1), d(i, i - 2))] if i >= 2 else []
+            sides += [max(d(i, i + 1), d(i, i + 2))] if i + 2 < n else []
+            ref.append(max(nn, 0.25 * min(sides)) if sides else nn)
         np.testing.assert_allclose(neighbour_scores(Y @ Y.T), ref, rtol=1e-10, atol=1e-12)
 
 
@@ -173,10 +183,9 @@ def test_robust_letcc_with_separated_colluders(rng):
     np.testing.assert_array_equal(flagged, [8, 25])
 
 
-@pytest.mark.xfail(strict=True, reason="known limit: two colluders side by side agree with each other (each is the "
-                   "other's nearest answer, so the agreement score calls both honest: masking); a validity "
-                   "check (valid=) is what catches them when their answers cannot be right")
 def test_robust_letcc_with_adjacent_colluders(rng):
+    """Two equal wrong answers side by side: each is the other's nearest
+    answer, but neither has a whole side that agrees with it (the side test)."""
     K, N = 6, 40
     code = LeTCC(K, N, adversaries=2)
     F = np.arange(N)
