@@ -21,7 +21,8 @@ from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._base import Code, as_count
 from letcc._checks import as_real
 from letcc.codes._plan_cache import PlanCache
-from letcc.codes.robust import DetectionSplines, check_adversaries, check_valid, invalid_rows, spline_locate
+from letcc.codes.robust import (DetectionSplines, check_adversaries, check_valid, detection_knots, invalid_rows,
+                                spline_locate)
 from letcc.codes.lam_defaults import local_gap_rows, resolve_lam_dec, resolve_lam_enc
 from letcc.codes.output_space import as_output_space, from_log, to_log
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
@@ -150,6 +151,7 @@ class LeTCC(Code):
             self.valid = "simplex"      # the log space takes probabilities: anything else is wrong
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
         self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
+        self._knots = detection_knots(self.beta)       # the spline locator's knots, one per worker
         self._lam_dec_kind, self._lam_dec_value = resolve_lam_dec(lam_dec, self.K, self.N, self.output_space)
         # A policy that states the local-gap rule (lam_defaults' protocol) has
         # lams that are a function of the answering set alone and valid by
@@ -310,14 +312,15 @@ class LeTCC(Code):
         """(avail', Y', flagged): the spline locator's erasures removed."""
         if budget <= 0 or self.flag_threshold == np.inf:
             return avail, Y, np.zeros(0, dtype=np.int64)
-        order = np.argsort(avail, kind="stable")
-        srt = avail[order]
+        ascending = bool((avail[1:] > avail[:-1]).all())
+        order = np.arange(avail.size) if ascending else np.argsort(avail, kind="stable")
+        srt = avail if ascending else avail[order]
         Yh = to_host_2d(Y)
         if Yh.dtype != np.float64:
             Yh = Yh.astype(np.float64)
         G = Yh @ Yh.T                                   # the one pass over the outputs
         pos = spline_locate(self.beta[srt], None, budget, self._detection, self.flag_threshold,
-                            G=G[np.ix_(order, order)])
+                            G=G if ascending else G[np.ix_(order, order)], knots=self._knots[srt])
         if pos.size == 0:
             return avail, Y, np.zeros(0, dtype=np.int64)
         flagged = np.sort(srt[pos])

@@ -211,16 +211,17 @@ def detection_knots(nodes: np.ndarray) -> np.ndarray:
 
 
 def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSplines,
-                  flag_threshold=None, G=None) -> np.ndarray:
+                  flag_threshold=None, G=None, knots=None) -> np.ndarray:
     """Positions (into the ascending `nodes` / rows of Y (n, m) float64) of the
     workers the spline locator erases, in the order erased (at most
     min(E, n - 3)). One pass over Y (its Gram matrix Y Y^T, or `G` when
-    given); every step after is on (n, n) matrices."""
+    given; `knots`: detection_knots(nodes) when precomputed); every step
+    after is on (n, n) matrices."""
     n = nodes.shape[0]
     steps = min(E, n - 3)
     if steps <= 0:
         return np.zeros(0, dtype=np.int64)
-    t = detection_knots(nodes)
+    t = detection_knots(nodes) if knots is None else knots
     if G is None:
         G = Y @ Y.T
     keep = np.arange(n)
