@@ -149,7 +149,9 @@ def main():
     ap.add_argument("--K", type=int, default=8)
     ap.add_argument("--N", type=int, default=16)
     ap.add_argument("--delays", default="pareto,shiftexp,noisy")
-    ap.add_argument("--rif", default="1,2,3,4", help="rounds in flight to sweep (LeTCC, Pareto)")
+    ap.add_argument("--rif", default="1,2,3,4", help="rounds in flight to sweep (LeTCC, Pareto); '' for none")
+    ap.add_argument("--schemes", default="", help="comma-separated name prefixes to run (default: all), e.g. LeTCC,Rep")
+    ap.add_argument("--rif-rate", type=float, default=None, help="offered rate of the sweep (default: the middle rate)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "serving.md"))
     args = ap.parse_args()
     from letcc.experiments.data import load_dataset
@@ -197,6 +199,8 @@ def main():
             n = int(rate * args.duration)
             arrivals = np.cumsum(rng.exponential(1 / rate, n))
             for name, make in schemes.items():
+                if args.schemes and not any(name.startswith(p) for p in args.schemes.split(",")):
+                    continue
                 code, wait_for = make()
                 strag = make_strag()
                 if strag is not None and wait_for is None:
@@ -209,7 +213,7 @@ def main():
                 lines.append(row)
         lines.append("")
     if args.rif:
-        rate = rates[len(rates) // 2]
+        rate = rates[len(rates) // 2] if args.rif_rate is None else args.rif_rate
         n = int(rate * args.duration)
         arrivals = np.cumsum(rng.exponential(1 / rate, n))
         lines += [f"## Rounds in flight (LeTCC({K},{N}), Pareto per-task delays, {rate:g} req/s offered)", "",

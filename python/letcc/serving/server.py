@@ -53,8 +53,13 @@ from letcc.stragglers._base import delay_sampler
 
 __all__ = ["CodedServer", "QueueFull", "DEFAULT_ROUNDS_IN_FLIGHT"]
 
-# measured in bench/serving.py (bench/results/serving.md, "rounds in flight")
-DEFAULT_ROUNDS_IN_FLIGHT = 2
+# coded rounds: measured in bench/serving.py (bench/results/serving.md, "rounds in
+# flight": LeTCC(8, 16), LeNet-5, Pareto, 200 req/s: 1 gave the lowest p50, p99 and
+# p99.9, before and after the output-slot fix)
+DEFAULT_ROUNDS_IN_FLIGHT = 1
+# task mode (Uncoded behind the balancer, Hedged): tasks queued per worker; not
+# swept, kept at 2 so a worker has its next task in hand when it answers
+DEFAULT_TASKS_IN_FLIGHT = 2
 
 
 class QueueFull(RuntimeError):
@@ -96,7 +101,8 @@ class CodedServer:
     max_queue : requests that may wait undispatched; one more raises ``QueueFull``
     deadline : default per-request budget in seconds after submit (None: none)
     rounds_in_flight : rounds dispatched and not yet decided (task mode: tasks per
-        worker); default ``DEFAULT_ROUNDS_IN_FLIGHT`` (measured)
+        worker); default ``DEFAULT_ROUNDS_IN_FLIGHT`` = 1 for coded rounds
+        (measured), ``DEFAULT_TASKS_IN_FLIGHT`` = 2 in task mode
     max_groups : at most this many groups of K in one round (rows per worker)
     wait_for : decode once this many workers answered (and the code can decode
         them); default the straggler model's count, else every input covered
@@ -125,7 +131,10 @@ class CodedServer:
         self.code, self.mode = code, mode
         self.max_queue = as_int(max_queue, "max_queue", 1)
         self.deadline = None if deadline is None else as_real(deadline, "deadline", 0, strict=True, finite=False)
-        R = DEFAULT_ROUNDS_IN_FLIGHT if rounds_in_flight is None else as_int(rounds_in_flight, "rounds_in_flight", 1)
+        if rounds_in_flight is None:
+            R = DEFAULT_ROUNDS_IN_FLIGHT if mode == "coded" else DEFAULT_TASKS_IN_FLIGHT
+        else:
+            R = as_int(rounds_in_flight, "rounds_in_flight", 1)
         self.rounds_in_flight = R
         self._stats = ServerStats()
         from letcc.serving.dispatcher import Dispatcher
