@@ -32,7 +32,11 @@ The contract, for any R:
   ``outputs(workers, b, k)`` are those of the latest round submitted to slot k,
   once that round's "done" arrived from each of `workers`: a late answer of an
   older round never overwrites them (the master reuses slot k only after the
-  round in it is over; its answers are then stale, and dropped by round id);
+  round in it is over; its answers are then stale, and dropped by round id).
+  That holds also when the rounds differ in b: a late worker still inside the
+  model call of the old round writes into its own output rows only (the local
+  backend's output slots start at a fixed row: shm_slots, fixed=True), which
+  its answer to the new round, queued behind, overwrites before they are read;
 - an answer may be reported twice (a "done" counted in shared memory just as
   the next round is submitted): the master ignores the second;
 - ``wake()`` (any thread) makes a ``poll()`` in progress return soon, with or
