@@ -33,7 +33,11 @@ S = 2, E = 2 (same draws) nn raised the locator's recall from 0.69-0.86
 with loo alone to 0.73-0.99 on the sign-flip, noise, shift, bounded and
 colluding adversaries, and from 0.47-0.59 to 0.51-0.71 on RelabelClasses;
 the side term then raised colluding from 0.78-0.80 to 0.85-0.89 and
-shift(+1) from 0.89 to 0.98, the others within +-0.02.
+shift(+1) from 0.89 to 0.98, the others within +-0.02 (through the bench,
+the locator alone: MSE -40 to -46% on shift, -6 to -16% colluding, -2 to
+-3% sign-flip, +0.1 to +1% relabel). Its price is on clean rounds, where E
+erasures are spent anyway: they hit more informative honest answers (+10
+to +160% MSE against nn alone, bench/results/adversarial.md's E = 0 rows).
 
 The locator takes the worker with the largest score, erases it, rescores
 the rest and repeats, E times (one at a time: two wrong answers side by side
