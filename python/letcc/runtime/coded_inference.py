@@ -56,18 +56,21 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any, Callable
 
 import numpy as np
 
-from letcc.adversaries import as_adversary_model
+from letcc.adversaries import AdversaryModel, as_adversary_model
 
 from letcc._checks import as_int, as_real
+from letcc._typing import Array
+from letcc.codes._base import Code
 from letcc.runtime._devices import resolve_devices
 from letcc.runtime.encode_into import encode_into
 from letcc.runtime.round_info import RoundInfo
 from letcc.runtime.virtual_time import RoundWaiter
 from letcc.runtime.worker_pool import WorkerPool, death_text
-from letcc.stragglers._base import delay_sampler
+from letcc.stragglers._base import StragglerModel, delay_sampler
 
 __all__ = ["CodedInference"]
 
@@ -169,11 +172,12 @@ class CodedInference(WorkerPool):
     call ``close()``.
     """
 
-    def __init__(self, model_factory, code, backend: str = "local", devices=None, stragglers=None,
-                 deadline=None, *, simulate: str = "virtual", seed=None, hang_timeout: float = 60.0,
+    def __init__(self, model_factory: Callable[[], Callable[[Any], Any]], code: Code, backend: str = "local",
+                 devices: Any = None, stragglers: StragglerModel | None = None, deadline: float | None = None, *,
+                 simulate: str = "virtual", seed: int | None = None, hang_timeout: float = 60.0,
                  startup_timeout: float = 120.0, chunk_rows: int | None = None,
                  threads_per_worker: int | None = None, start_method: str | None = None,
-                 ray_options: dict | None = None, adversaries=None):
+                 ray_options: dict | None = None, adversaries: AdversaryModel | None = None) -> None:
         if not callable(model_factory):
             raise TypeError(f"model_factory must be a callable that builds the model, got {model_factory!r}")
         _check_code(code)
@@ -233,7 +237,7 @@ class CodedInference(WorkerPool):
 
     # ---- one round: the steps of the data-flow diagram ----------------------
 
-    def __call__(self, X):
+    def __call__(self, X: Array) -> Array:
         """Estimates of model(X) for X of shape (B*K, ...): B groups of K inputs, one round."""
         self._check_open()
         t_call = time.perf_counter()
