@@ -111,7 +111,8 @@ IMPORT_PATHS = [
 ]
 
 
-@pytest.mark.parametrize("blocked, statement, message", IMPORT_PATHS, ids=[s for _, s, _ in IMPORT_PATHS])
+@pytest.mark.parametrize("blocked, statement, message",
+                         [pytest.param(b, s, m, marks=others_installed(b), id=s) for b, s, m in IMPORT_PATHS])
 def test_import_paths_say_which_extra(blocked, statement, message):
     proc = run_without(blocked, f"""
         try:
