@@ -23,18 +23,8 @@ def copy_bench(tmp_path):
     return bench
 
 
-def _runs(kernel):
-    try:
-        letcc.set_plan_kernel(kernel)
-        return True
-    except ValueError:
-        return False
-    finally:
-        letcc.set_plan_kernel("auto")
-
-
-HAS_AVX2 = _runs("avx2")
-KERNELS = ["avx2"] + (["avx512"] if _runs("avx512") else [])
+HAS_AVX2 = letcc.plan_kernel_runs("avx2")
+KERNELS = ["avx2"] + (["avx512"] if letcc.plan_kernel_runs("avx512") else [])
 
 
 @pytest.mark.skipif(not HAS_SOURCES, reason="needs the source checkout's bench/ and csrc/")

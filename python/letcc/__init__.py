@@ -123,6 +123,18 @@ def set_plan_kernel(name: str) -> None:
     _core.set_plan_kernel(name)
 
 
+def plan_kernel_runs(name: str) -> bool:
+    """Whether this CPU and build run the banded plan kernel ``name`` (what
+    :func:`set_plan_kernel` accepts): probed by forcing it, then back to ``"auto"``."""
+    try:
+        set_plan_kernel(name)
+        return True
+    except ValueError:
+        return False
+    finally:
+        _core.set_plan_kernel("auto")
+
+
 __all__ = [
     "__version__",
     "SmoothingSpline",
@@ -134,5 +146,6 @@ __all__ = [
     "set_kernel_isa",
     "plan_kernel",
     "set_plan_kernel",
+    "plan_kernel_runs",
     *_LAZY_ATTRS,
 ]

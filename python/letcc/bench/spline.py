@@ -285,7 +285,7 @@ def dense_crossover(repeats: int, min_run: float, m: int = 150528, ns=(8, 16, 24
     """Dense operator against the banded passes at small n = K (both forced,
     out=, float32 and float64, each banded hand-written kernel this CPU runs):
     where the plan's "auto" should switch (bindings.cpp kDenseMaxWork*)."""
-    kernels = [k for k in ("avx2", "avx512") if _runs(k)]
+    kernels = [k for k in ("avx2", "avx512") if letcc.plan_kernel_runs(k)]
     rng = np.random.default_rng(3)
     rows = []
     try:
@@ -310,16 +310,6 @@ def dense_crossover(repeats: int, min_run: float, m: int = 150528, ns=(8, 16, 24
         letcc.set_plan_kernel("auto")
     return markdown_table(["dtype", "n = K", "dense out="] + [f"banded out= ({k})" for k in kernels]
                           + [f"banded/dense ({k})" for k in kernels] + ["auto chooses"], rows)
-
-
-def _runs(kernel: str) -> bool:
-    try:
-        letcc.set_plan_kernel(kernel)
-        return True
-    except ValueError:
-        return False
-    finally:
-        letcc.set_plan_kernel("auto")
 
 
 def build_parser(default_out: Path = DEFAULT_OUT_DIR) -> argparse.ArgumentParser:
