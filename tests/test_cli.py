@@ -238,7 +238,8 @@ def test_bench_runs_source_tree_scripts_with_this_python(capsys, fake_bench):
     assert code == 0 and res["bench_dir"] == str(fake_bench.resolve())
     assert {n: b["module"] for n, b in res["packaged"].items()} == {"spline": "letcc.bench.spline",
                                                                     "decode": "letcc.bench.decode_overhead",
-                                                                    "runtime": "letcc.bench.runtime_overhead"}
+                                                                    "runtime": "letcc.bench.runtime_overhead",
+                                                                    "serving_overhead": "letcc.bench.serving_overhead"}
     assert all(b["summary"] for b in res["packaged"].values())
     assert res["source_only"]["unshipped"]["path"] == str(fake_bench.resolve() / "unshipped_bench.py")
     assert res["research"] == ["broken", "rates"] and res["default"] == ["runtime", "spline", "decode"]
@@ -265,7 +266,8 @@ def test_bench_without_a_source_tree_names_what_is_source_only(capsys, monkeypat
     monkeypatch.setattr(_cli, "find_bench_dir", lambda explicit=None: None)
     code, res, _ = run_cli(capsys, "bench", "--list", "--json")
     assert code == 0 and res["bench_dir"] is None and res["research"] == []
-    assert res["source_only"]["unshipped"]["path"] is None and set(res["packaged"]) == {"spline", "decode", "runtime"}
+    assert res["source_only"]["unshipped"]["path"] is None and set(res["packaged"]) == {"spline", "decode", "runtime",
+                                                                                  "serving_overhead"}
     code, out, _ = run_cli(capsys, "bench", "--list")
     assert "in the source tree only" in out and "not found here" in out and "unshipped" in out
     code, _, err = run_cli(capsys, "bench", "unshipped")

@@ -33,9 +33,12 @@ PACKAGED: Dict[str, Benchmark] = {
                         "the per-call cost of a decode (cached and new answering sets) against numpy's matmul"),
     "runtime": Benchmark("letcc.bench.runtime_overhead",
                          "per-round overhead and CPU of the local and Ray backends against a threads floor"),
+    "serving_overhead": Benchmark("letcc.bench.serving_overhead",
+                         "CodedServer's master CPU per request (full and partial rounds), phase by phase"),
 }
 # name -> script in the source tree's bench/ (a benchmark not installed with the package yet;
 # none today: the mechanism stays for the next one)
 SOURCE_ONLY: Dict[str, Benchmark] = {}
-# what `letcc bench` runs when given no names (the master-side overhead benchmarks)
+# what `letcc bench` runs when given no names (the master-side overhead benchmarks; serving is
+# run by name: it starts 16 worker processes per row)
 DEFAULT = ("runtime", "spline", "decode")
