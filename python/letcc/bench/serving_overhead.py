@@ -279,7 +279,7 @@ def profile_dispatcher(server, X, n_requests, threads, chunk, top=30):
     import io
     import pstats
 
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(time.thread_time)     # CPU, not wall: the workers preempt this thread
     # the profiler is switched on and off by the dispatcher thread itself, in
     # its next poll (cProfile profiles the thread that enables it)
     be = server._d._backend

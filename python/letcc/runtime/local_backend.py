@@ -29,7 +29,7 @@ from letcc import _core
 from letcc.runtime.backend import Backend, Event
 from letcc.runtime.frames import FrameReader, frame, write_all
 from letcc.runtime.local_processes import Resources, context, shutdown
-from letcc.runtime.messages import CANCELLED, DONE, parse_reply, task_frame
+from letcc.runtime.messages import CANCELLED, DONE, OWN_SLOT, parse_reply, task_frame
 from letcc.runtime.shm_slots import SlotArray, new_prefix
 from letcc.runtime.worker_main import control_layout, control_words, worker_main
 
@@ -288,13 +288,19 @@ class LocalBackend(Backend):
         self._ring_round[ring] = r
         if len(workers):
             self._wanted[ring, np.asarray(workers)] = r     # before the message: see worker_main
-        # Framed once per distinct message (once per round with virtual delays),
-        # a fixed binary struct (messages.py), not a pickle.
-        wire: dict = {}
-        sleeps = sleep_s.tolist()
+        # Framed once per distinct message, a fixed binary struct (messages.py), not
+        # a pickle: with every worker reading its own slot (positions None) and no
+        # per-worker sleep, one message for all (OWN_SLOT), written N times.
         pos = self._positions
+        sleeps = sleep_s.tolist()
+        if pos is None and not any(sleeps):
+            data = task_frame(r, b, 0.0, self._chunk_rows, OWN_SLOT, ring)
+            for j in workers:
+                self._send_framed(j, data)
+            return
+        wire: dict = {}
         for j in workers:
-            s, slot = sleeps[j], (j if pos is None else int(pos[j]))
+            s, slot = sleeps[j], (OWN_SLOT if pos is None else int(pos[j]))
             data = wire.get((s, slot))
             if data is None:
                 data = wire[(s, slot)] = task_frame(r, b, s, self._chunk_rows, slot, ring)

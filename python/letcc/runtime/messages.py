@@ -8,7 +8,8 @@ A pickled payload starts with the PROTO opcode 0x80, so the first byte tells
 them apart. Both kinds travel in letcc.runtime.frames' framing.
 
     task     b"T" + <q round, q rows per slot, d sleep seconds, q chunk rows (0: none),
-                     q input slot, q ring slot (the region of the segments, rounds in flight)>
+                     q input slot (OWN_SLOT: the worker's rank), q ring slot (the region of
+                     the segments, rounds in flight)>
     done     b"D" + <q round>
     cancelled b"C" + <q round>
 """
@@ -18,9 +19,12 @@ import struct
 
 from letcc.runtime.frames import _LEN32
 
-__all__ = ["TASK", "DONE", "CANCELLED", "task_frame", "parse_task", "reply_frame", "parse_reply"]
+__all__ = ["TASK", "DONE", "CANCELLED", "OWN_SLOT", "task_frame", "parse_task", "reply_frame", "parse_reply"]
 
 TASK, DONE, CANCELLED = 0x54, 0x44, 0x43          # b"T", b"D", b"C"
+# a task's input slot meaning "the slot of your own rank": one message then serves every
+# worker of a round (the usual case: every worker encoded, no per-worker sleep), framed once
+OWN_SLOT = -2
 _TASK = struct.Struct("<cqqdqqq")
 _REPLY = struct.Struct("<cq")
 # frames.py's header of these fixed sizes

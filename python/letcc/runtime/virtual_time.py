@@ -144,8 +144,15 @@ class RoundWaiter:
 
     def _first_prefix(self, rule, js, lo: int, hi: int):
         """Smallest p in [lo, hi] with rule(js[:p]) (monotone in p), or None."""
-        if hi < lo or not self._holds(rule, js[:hi]):
+        if hi < lo:
             return None
+        if rule == "complete" and self._complete_needs_all and hi < self.code.N:
+            return None                 # complete needs all N answers: no prefix of fewer is
+        if self._holds(rule, js[:lo]):  # the usual case (the count's first answers decode): one ask
+            return lo
+        if hi == lo or not self._holds(rule, js[:hi]):
+            return None
+        lo += 1
         while lo < hi:
             mid = (lo + hi) // 2
             if self._holds(rule, js[:mid]):

@@ -63,7 +63,7 @@ import numpy as np
 
 from letcc import _core
 from letcc.runtime.frames import FrameReader, frame, write_all
-from letcc.runtime.messages import TASK, parse_task, reply_frame
+from letcc.runtime.messages import OWN_SLOT, TASK, parse_task, reply_frame
 from letcc.runtime.shm_slots import attach
 from letcc.runtime.worker_common import (become_worker, limit_threads, prepare_model, run_chunks,
                                          sleep_unless_cancelled, worker_rank)
@@ -138,6 +138,8 @@ class _Worker:
 
     def task(self, r: int, b: int, sleep_s: float, chunk_rows: int | None, slot: int, ring: int) -> tuple:
         word = ring * self.n + self.rank
+        if slot == OWN_SLOT:
+            slot = self.rank
 
         def wanted():
             return int(self.ctl[word]) == r

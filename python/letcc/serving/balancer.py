@@ -55,10 +55,11 @@ class Balancer:
                 continue
             if self._hedged:
                 fl.hedge_at = fl.copies[0].t0 + self._window.threshold()
-            self.stats.add(rounds=1)
-            with self.stats.lock:
-                self.stats.real_positions += len(reqs)
-                self.stats.positions += len(reqs)
+            st = self.stats
+            with st.lock:               # one lock per task
+                st.counts["rounds"] += 1
+                st.real_positions += len(reqs)
+                st.positions += len(reqs)
 
     def _send_copy(self, fl, j: int):
         """Put the flight's requests on worker j in a free ring slot; the Copy (None: failed)."""
@@ -113,9 +114,7 @@ class Balancer:
             except Exception as exc:
                 self._end_task(fl, exc=exc)
                 return
-            for i, req in enumerate(fl.requests):
-                if req is not None:
-                    self._resolve(req, Y[i])
+            self._resolve_rows(fl.requests, Y)
             self._end_task(fl)
             return
         if ev.kind == "error":

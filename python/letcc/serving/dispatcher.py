@@ -56,6 +56,12 @@ class Dispatcher(Balancer, WorkerPool):
         self.lock = threading.Lock()
         self.inbox: deque = deque()
         self.waiting = 0                      # accepted, not dispatched (backpressure)
+        self.accepted = 0                     # requests submit() accepted (stats()['accepted'])
+        # set by this thread before it sleeps, read by submit() under `lock`: wake it for a new
+        # request when it could dispatch one, or when the request's deadline comes before the
+        # planned wake-up; a submit that wakes it clears both (one wake-up is enough)
+        self.wake_hungry = True
+        self.wake_before = math.inf
         self.closing = self.cancel_queued = False
         self.abort = False                    # close()'s timeout passed: fail what is left and stop
         self.errors: deque = deque(maxlen=100)   # (worker, text), most recent last
@@ -64,6 +70,10 @@ class Dispatcher(Balancer, WorkerPool):
         self._seq = 0
         self._flights: dict = {}              # round id -> flight
         self._free = deque(range(ring))
+        # master-side delays of every round (the injected ones are real sleeps): read-only
+        self._zeros = np.zeros(self.N)
+        self._nowhere = np.zeros(self.N, dtype=bool)
+        self._zeros.flags.writeable = self._nowhere.flags.writeable = False
         self._layout = None                   # (row shape, dtype) of the requests
         self._probed = False
         self._sized = False
@@ -88,18 +98,43 @@ class Dispatcher(Balancer, WorkerPool):
                 self._dispatch(now)
                 if self.closing and not self._queue and not self._flights:
                     return
-                timeout = self._next_due(time.perf_counter())
-                if self._backend.arm(1):          # an answer of the latest round is in already
+                now = time.perf_counter()
+                timeout = self._next_due(now)
+                if self._backend.arm(self._answers_wanted()):   # they are in already
                     timeout = 0.0
                 cpu = self._publish(cpu)          # before sleeping: stats() sees what is out
-                for ev in self._backend.poll(timeout):
-                    self._event(ev)
+                with self.lock:                   # what a submit must wake this thread for
+                    if self.inbox:
+                        timeout = 0.0
+                    self.wake_hungry = self._hungry()
+                    self.wake_before = math.inf if timeout is None else now + timeout
+                self._events(self._backend.poll(timeout))
                 self._check_flights(time.perf_counter())
                 self._restart()
         except BaseException as exc:          # never leave a future pending
             log.exception("letcc server: the dispatcher failed")
             self.fail_everything(RuntimeError(f"the letcc server's dispatcher failed: {exc!r}"))
             raise
+
+    def _answers_wanted(self) -> int:
+        """Answers of the latest round to sleep for (LocalBackend.arm: one
+        wake-up when they are in, not one per answer): its waiter's
+        answers_needed; 1 for a task (one worker) or when it is over."""
+        fl = self._flights.get(self._round)
+        if fl is None or fl.kind == "task":
+            return 1
+        return fl.waiter.answers_needed()
+
+    def _hungry(self) -> bool:
+        """Could a new request be dispatched (or start its batch delay) now?
+        Then a submit wakes this thread; otherwise only one with a deadline
+        before the planned wake-up does (the requests are taken from the inbox
+        at the next wake-up anyway)."""
+        if not self._free:
+            return False
+        if self.mode == "coded":
+            return True
+        return any(len(q) < self.R for q in self._outstanding.values())
 
     def _publish(self, cpu: float) -> float:
         """Queue depth, flights and this thread's CPU time into the stats."""
@@ -237,8 +272,11 @@ class Dispatcher(Balancer, WorkerPool):
         ring = self._free.popleft()
         groups = pad_groups(reqs, K, shape, dtype)
         B = groups.shape[1]
-        delays = np.zeros(N) if self._draw is None else np.asarray(self._draw(N, self._rng), dtype=np.float64)
-        never = np.isinf(delays)
+        if self._draw is None:
+            delays, never = self._zeros, self._nowhere
+        else:
+            delays = np.asarray(self._draw(N, self._rng), dtype=np.float64)
+            never = np.isinf(delays)
         sent = list(workers)
         try:
             positions = encode_into(self.code, groups,
@@ -248,7 +286,8 @@ class Dispatcher(Balancer, WorkerPool):
             self._round += 1
             r = self._round
             self._probe_once(r, B, sent)
-            sent = [j for j in sent if j in set(self._backend.ready_workers())]
+            ready = set(self._backend.ready_workers())      # the probe may have lost one
+            sent = [j for j in sent if j in ready]
         except Exception as exc:
             self._free.append(ring)
             for req in reqs:
@@ -257,19 +296,36 @@ class Dispatcher(Balancer, WorkerPool):
         t0 = time.perf_counter()
         self._backend.submit(r, sent, B, delays, ring)
         hang_at = {}
+        outstanding, hang = self._outstanding, self.hang_timeout
+        extra = delays.tolist()
         for j in sent:
-            queue = self._outstanding[j]
+            queue = outstanding[j]
             queue.append((r, t0))
-            extra = delays[j] if math.isfinite(delays[j]) else 0.0
-            hang_at[j] = (queue[0][1] - t0) + extra + self.hang_timeout
-        waiter = RoundWaiter(self.code, sent, np.zeros(N), never, self._count, None, hang_at)
+            e = extra[j]
+            hang_at[j] = (queue[0][1] - t0) + (e if math.isfinite(e) else 0.0) + hang
+        waiter = RoundWaiter(self.code, sent, self._zeros, never, self._count, None, hang_at)
         self._flights[r] = CodedFlight(r, ring, reqs, B, t0, sent, waiter, retry_ok=True)
-        self.stats.add(rounds=1, padded_rounds=int(len(reqs) < B * K))
-        with self.stats.lock:
-            self.stats.real_positions += len(reqs)
-            self.stats.positions += B * K
+        st = self.stats
+        with st.lock:                   # one lock per round
+            st.counts["rounds"] += 1
+            st.counts["padded_rounds"] += len(reqs) < B * K
+            st.real_positions += len(reqs)
+            st.positions += B * K
 
     # ---- events ------------------------------------------------------------
+
+    def _events(self, events) -> None:
+        """Handle what poll() returned: answers to a coded round in flight (most
+        of them: N a round) straight into its waiter, the rest by _event."""
+        flights = self._flights
+        for ev in events:
+            if ev.kind == "done":
+                fl = flights.get(ev.round)
+                if fl is not None and fl.kind == "coded":
+                    self._ack(ev.worker, ev.round)
+                    fl.waiter.result(ev.worker, ev.t - fl.t0)
+                    continue
+            self._event(ev)
 
     def _event(self, ev) -> None:
         j = ev.worker
@@ -379,9 +435,7 @@ class Dispatcher(Balancer, WorkerPool):
         self._free.append(fl.ring)
         self.stats.add(erasures=self.N - len(counted))
         if rows is not None:                  # after the bookkeeping: stats() agrees with the futures
-            for i, req in enumerate(fl.requests):
-                if req is not None:
-                    self._resolve(req, rows[i])
+            self._resolve_rows(fl.requests, rows)
         left = [r for r in fl.requests if r is not None and r.state == "flight"]
         if retry:
             self._requeue(left, f"round {fl.id}: no worker answered ({fl.waiter.failed or 'none'})")
@@ -417,6 +471,31 @@ class Dispatcher(Balancer, WorkerPool):
             self.stats.add(timeouts=1)
         self._resolve(req, exc=TimeoutError(f"no estimate within the request's deadline of {budget:g} s {where}"),
                       counted=False)
+
+    def _resolve_rows(self, reqs, rows) -> None:
+        """Request i's estimate is rows[i] (None: not a request any more): the
+        futures resolved, their latencies recorded under one stats lock."""
+        live = []
+        for i, req in enumerate(reqs):
+            if req is None or req.state == "done":
+                continue
+            if not req.running:                # never the case in flight: _pop_requests ran it
+                self._resolve(req, rows[i])
+                continue
+            req.state = "done"
+            live.append((req, i))
+        if not live:
+            return
+        now = time.perf_counter()
+        st = self.stats
+        with st.lock:                          # first: stats() agrees with what a caller sees resolved
+            st.counts["completed"] += len(live)
+            st.latencies.extend([now - req.t_submit for req, _ in live])
+        for req, i in live:
+            try:
+                req.future.set_result(rows[i])
+            except Exception:                  # InvalidStateError: resolved already
+                pass
 
     def _resolve(self, req, y=None, exc=None, counted=True) -> None:
         if req.state == "done":

@@ -186,9 +186,13 @@ class CodedServer:
                 self._stats.add(rejections=1)
                 raise QueueFull(f"{d.waiting} requests are waiting (max_queue = {self.max_queue})")
             d.waiting += 1
+            d.accepted += 1
             d.inbox.append(req)
-        self._stats.add(accepted=1)
-        d.backend.wake()
+            wake = d.wake_hungry or req.deadline_at < d.wake_before
+            if wake:                  # the next one needs none: the dispatcher takes the whole inbox
+                d.wake_hungry, d.wake_before = False, -math.inf
+        if wake:
+            d.backend.wake()
         return fut
 
     def _as_input(self, x) -> np.ndarray:
@@ -231,6 +235,7 @@ class CodedServer:
         flight, master CPU per request, the last worker errors."""
         out = self._stats.snapshot(self.rounds_in_flight, self.code.N)
         out["queue_depth"] = self._d.waiting
+        out["accepted"] = self._d.accepted
         out["last_errors"] = list(self._d.errors)[-5:]
         return out
 

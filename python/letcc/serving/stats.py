@@ -20,7 +20,7 @@ class ServerStats:
     def __init__(self, keep: int = 200_000):
         self.lock = threading.Lock()
         self.latencies: deque = deque(maxlen=keep)     # seconds, submit -> result, recent requests
-        self.counts = dict(accepted=0, completed=0, timeouts=0, rejections=0, cancelled=0, errors=0,
+        self.counts = dict(completed=0, timeouts=0, rejections=0, cancelled=0, errors=0,
                            rounds=0, padded_rounds=0, erasures=0, stale=0, hedges=0, retried=0, replaced=0)
         self.real_positions = 0      # real requests dispatched in coded rounds / tasks
         self.positions = 0           # positions they took (B * K; b for tasks)
