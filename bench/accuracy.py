@@ -9,10 +9,12 @@ the softmax outputs and RelAcc (decoded argmax accuracy / the model's own),
 each against BACC with paired standard errors. Schemes:
 
 - ``bacc``: BACC(K, N);
-- ``default``: LeTCC(K, N) (the library default; this study did not change it);
-- ``log``: LeTCC(K, N, output_space="log") (one argument away);
+- ``auto``: LeTCC(K, N), the library default (output_space='auto': these
+  softmax outputs are decoded in log space; the run checks that it did);
+- ``linear``: LeTCC(K, N, output_space="linear"), the default before issue 22;
 - ``relacc-cal``: LamPolicy.calibrate(target="relacc") on the model's 240
-  calibration images (disjoint from the evaluation images), linear space.
+  calibration images (disjoint from the evaluation images), linear space
+  (a calibrated policy's code decodes linearly under 'auto').
 
 Then the diagnosis (where the argmax flips), the linear-space lam oracle of
 the case the default cannot win, and the decode-time check. Prints the
@@ -97,7 +99,7 @@ K = 8, N = 24): with Gaussian inputs of 64, 192 and 784 numbers, three seeds eac
 (5-35%) and the log space won both metrics (63-81% MSE, +4.8 to +11.3 points) at S = 4, 8, 12; the finding's
 own inputs were not available to this study.
 """
-SCHEMES = ("default", "log", "relacc-cal")
+SCHEMES = ("auto", "linear", "relacc-cal")
 SEED = 7
 
 
@@ -120,7 +122,7 @@ def study_pair(b: am.Bundle, K: int, N: int, n_sets: int):
     t0 = time.perf_counter()
     cal = LamPolicy.calibrate(b.f, b.X_calib, K, N, target="relacc", labels=b.y_calib, seed=2024)
     t_cal = time.perf_counter() - t0
-    codes = {"bacc": BACC(K, N), "default": LeTCC(K, N), "log": LeTCC(K, N, output_space="log"),
+    codes = {"bacc": BACC(K, N), "auto": LeTCC(K, N), "linear": LeTCC(K, N, output_space="linear"),
              "relacc-cal": cal.code(K, N)}
     outs = {}
     for name, c in codes.items():
@@ -129,6 +131,8 @@ def study_pair(b: am.Bundle, K: int, N: int, n_sets: int):
         outs[name] = same if same is not None else ev.coded_outputs(c, b.f, G)
     sets = {S: ev.fixed_count_sets(N, S, n_sets, SEED) for S in range(N // 2 + 1)}
     res = ev.evaluate(codes, outs, exact, sets, labels, reference="bacc")
+    spaces = {n: getattr(c, "last_output_space", None) for n, c in codes.items()}
+    assert spaces["auto"] == "log" and spaces["linear"] == spaces["relacc-cal"] == "linear", spaces
     rows = []
     for S, e in res.items():
         r = {"S": S, "bacc_mse": e["schemes"]["bacc"].mse, "bacc_acc": e["schemes"]["bacc"].rel_acc,
@@ -156,7 +160,7 @@ def verdict(rows, name):
 
 def pair_table(p) -> list[str]:
     out = [f"| S | BACC MSE | BACC RelAcc | " + " | ".join(
-        f"{n} MSE vs BACC | {n} RelAcc (gain pts)" for n in SCHEMES) + " | argmax = model's: BACC / default / log |",
+        f"{n} MSE vs BACC | {n} RelAcc (gain pts)" for n in SCHEMES) + " | argmax = model's: BACC / auto / linear |",
         "|---|---|---|" + "---|---|" * len(SCHEMES) + "---|"]
     for r in p["rows"]:
         cells = [f"{r['S']}", f"{r['bacc_mse']:.3e}", f"{r['bacc_acc']:.4f}"]
@@ -165,7 +169,7 @@ def pair_table(p) -> list[str]:
             cells.append(f"{x['mse_red']:+.1f}% ± {x['mse_se']:.1f}")
             cells.append(f"{x['acc']:.4f} ({x['gain']:+.2f} ± {x['gain_se']:.2f})")
         a = r["agree"]
-        cells.append(f"{a['bacc']:.4f} / {a['default']:.4f} / {a['log']:.4f}")
+        cells.append(f"{a['bacc']:.4f} / {a['auto']:.4f} / {a['linear']:.4f}")
         out.append("| " + " | ".join(cells) + " |")
     return out
 
@@ -175,12 +179,13 @@ def pair_table(p) -> list[str]:
 def diagnosis(b: am.Bundle, K: int, N: int, Ss, n_sets: int) -> list[str]:
     """Where the decoded argmax leaves the model's own: by the model's margin,
     by the local gap phi_k, by position k, and whether the wrong class is a
-    neighbouring input's; linear default against BACC against the log space."""
+    neighbouring input's; the linear space (the default before issue 22)
+    against BACC against the default (auto: the log space here)."""
     G = ev.group_inputs(b.X_eval, K)
     exact = ev.exact_outputs(b.f, G)
-    codes = {"default": LeTCC(K, N), "bacc": BACC(K, N), "log": LeTCC(K, N, output_space="log")}
-    outs = {n: ev.coded_outputs(c, b.f, G) for n, c in codes.items() if n != "log"}
-    outs["log"] = outs["default"]
+    codes = {"linear": LeTCC(K, N, output_space="linear"), "bacc": BACC(K, N), "auto": LeTCC(K, N)}
+    outs = {n: ev.coded_outputs(c, b.f, G) for n, c in codes.items() if n != "auto"}
+    outs["auto"] = outs["linear"]
     base = exact.argmax(-1)
     srt = np.sort(exact, -1)
     margin = srt[..., -1] - srt[..., -2]
@@ -190,7 +195,7 @@ def diagnosis(b: am.Bundle, K: int, N: int, Ss, n_sets: int) -> list[str]:
     phis = []
     for S in Ss:
         for F in ev.fixed_count_sets(N, S, n_sets, SEED):
-            phis.append(np.broadcast_to(local_gaps(codes["default"].beta[F], codes["default"].alpha,
+            phis.append(np.broadcast_to(local_gaps(codes["linear"].beta[F], codes["linear"].alpha,
                                                    LOCAL_END_FACTOR)[:, None], base.shape))
             for n, c in codes.items():
                 est = c.decode(outs[n][F], F)
@@ -209,25 +214,25 @@ def diagnosis(b: am.Bundle, K: int, N: int, Ss, n_sets: int) -> list[str]:
     phi = np.stack(phis)
     m = np.broadcast_to(margin, phi.shape)
     lines = [f"{b.name}, K = {K}, N = {N}, S = {', '.join(map(str, Ss))} ({n_sets} sets each, {G.shape[1]} rounds): "
-             f"share of decoded argmaxes that differ from the model's own: default {fl['default'].mean():.3f}, "
-             f"BACC {fl['bacc'].mean():.3f}, log {fl['log'].mean():.3f}. Of those flips, to the class of a "
-             f"neighbouring input (x_(k-1) or x_(k+1)): default {nb['default']:.0%}, BACC {nb['bacc']:.0%}, "
-             f"log {nb['log']:.0%}. Mean top probability of the estimate: exact {exact.max(-1).mean():.3f}, "
-             f"default {np.mean(top['default']):.3f}, BACC {np.mean(top['bacc']):.3f}, log {np.mean(top['log']):.3f}.", "",
-             "| slice | share of estimates | flips default | flips BACC | flips log |", "|---|---|---|---|---|"]
+             f"share of decoded argmaxes that differ from the model's own: linear {fl['linear'].mean():.3f}, "
+             f"BACC {fl['bacc'].mean():.3f}, auto (log) {fl['auto'].mean():.3f}. Of those flips, to the class of a "
+             f"neighbouring input (x_(k-1) or x_(k+1)): linear {nb['linear']:.0%}, BACC {nb['bacc']:.0%}, "
+             f"auto {nb['auto']:.0%}. Mean top probability of the estimate: exact {exact.max(-1).mean():.3f}, "
+             f"linear {np.mean(top['linear']):.3f}, BACC {np.mean(top['bacc']):.3f}, auto {np.mean(top['auto']):.3f}.", "",
+             "| slice | share of estimates | flips linear | flips BACC | flips auto |", "|---|---|---|---|---|"]
     for lo, hi in ((0, .5), (.5, .9), (.9, 1.01)):
         sel = (m >= lo) & (m < hi)
         lines.append(f"| model margin (top1 - top2) in [{lo}, {min(hi, 1)}{')' if hi < 1 else ']'} | {sel.mean():.3f} | "
-                     + " | ".join(f"{fl[n][sel].mean():.3f}" for n in ("default", "bacc", "log")) + " |")
+                     + " | ".join(f"{fl[n][sel].mean():.3f}" for n in ("linear", "bacc", "auto")) + " |")
     qs = np.quantile(phi, [0, .5, .8, .95, 1])
     for lo, hi in zip(qs[:-1], qs[1:]):
         sel = (phi >= lo) & (phi <= hi)
         lines.append(f"| local gap phi_k in [{lo:.3f}, {hi:.3f}] | {sel.mean():.3f} | "
-                     + " | ".join(f"{fl[n][sel].mean():.3f}" for n in ("default", "bacc", "log")) + " |")
-    alpha = codes["default"].alpha
+                     + " | ".join(f"{fl[n][sel].mean():.3f}" for n in ("linear", "bacc", "auto")) + " |")
+    alpha = codes["linear"].alpha
     for k in range(K):
         lines.append(f"| k = {k} (alpha = {alpha[k]:+.2f}) | {1 / K:.3f} | "
-                     + " | ".join(f"{fl[n][:, k].mean():.3f}" for n in ("default", "bacc", "log")) + " |")
+                     + " | ".join(f"{fl[n][:, k].mean():.3f}" for n in ("linear", "bacc", "auto")) + " |")
     return lines
 
 
@@ -238,7 +243,7 @@ def lam_oracle(b: am.Bundle, K: int, N: int, n_sets: int) -> list[str]:
     B = G.shape[1]
     labels = ev.group_labels(b.y_eval, K, B)
     exact = ev.exact_outputs(b.f, G)
-    let, bac = LeTCC(K, N), BACC(K, N)
+    let, bac = LeTCC(K, N, output_space="linear"), BACC(K, N)
     oL, oB = ev.coded_outputs(let, b.f, G), ev.coded_outputs(bac, b.f, G)
     base = np.mean(exact.argmax(-1) == labels)
     cs = [0.0, 1e-5, 1e-4, 1e-3, 3e-3, 5.6e-3, 1e-2, 3e-2]
@@ -261,9 +266,11 @@ def lam_oracle(b: am.Bundle, K: int, N: int, n_sets: int) -> list[str]:
 # ---------------------------------------------------------------- decode time
 
 def decode_time(old_commit: str) -> list[str]:
-    """Paired timeit: today's default decode (LeTCC from old_commit, loaded
-    from git) against the default and the log space now; best of 9 repeats,
-    interleaved, warm plan cache."""
+    """Paired timeit: the default decode before issue 22's default change
+    (LeTCC from old_commit, loaded from git: the linear space) against the
+    default now (auto: the log space on these probability rows), the linear
+    space now and output_space='log'; best of 9 repeats, interleaved, warm
+    plan cache."""
     src = subprocess.run(["git", "show", f"{old_commit}:python/letcc/codes/letcc_code.py"], capture_output=True,
                          text=True, check=True, cwd=HERE.parent).stdout
     path = Path("/tmp") / f"letcc_code_{old_commit}.py"
@@ -271,22 +278,25 @@ def decode_time(old_commit: str) -> list[str]:
     spec = importlib.util.spec_from_file_location(f"letcc_code_{old_commit}", path)
     old = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(old)
-    lines = ["| K | N | answers | classes | dtype | before (us) | default now (us) | now / before | log space (us) | log / before |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for K, N, m, dt in ((8, 16, 10, np.float32), (10, 20, 10, np.float32), (12, 36, 10, np.float32),
-                        (12, 36, 1000, np.float32), (10, 20, 10, np.float64)):
+    lines = ["| K | N | answers | classes | dtype | before (us) | auto now (us) | auto / before | linear now (us) "
+             "| linear / before | log (us) | log / before |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    cases = [(K, N, 10, dt) for dt in (np.float32, np.float64) for K, N in PAIRS]
+    cases += [(12, 36, 1000, np.float32), (12, 36, 1000, np.float64)]
+    for K, N, m, dt in cases:
         rng = np.random.default_rng(K * N)
         F = [int(i) for i in np.sort(rng.choice(N, N - N // 4, replace=False))]
         Y = rng.dirichlet(np.full(m, 0.1), size=len(F)).astype(dt)
-        codes = (old.LeTCC(K, N), LeTCC(K, N), LeTCC(K, N, output_space="log"))
+        codes = (old.LeTCC(K, N), LeTCC(K, N), LeTCC(K, N, output_space="linear"), LeTCC(K, N, output_space="log"))
         for c in codes:
             c.decode(Y, F)
-        best = [np.inf] * 3
+        assert codes[1].last_output_space == "log"
+        best = [np.inf] * len(codes)
         for _ in range(9):
             for i, c in enumerate(codes):
                 best[i] = min(best[i], timeit.timeit(lambda: c.decode(Y, F), number=300) / 300 * 1e6)
         lines.append(f"| {K} | {N} | {len(F)} | {m} | {np.dtype(dt).name} | {best[0]:.1f} | {best[1]:.1f} | "
-                     f"{best[1] / best[0]:.2f} | {best[2]:.1f} | {best[2] / best[0]:.2f} |")
+                     f"{best[1] / best[0]:.2f} | {best[2]:.1f} | {best[2] / best[0]:.2f} | {best[3]:.1f} | "
+                     f"{best[3] / best[0]:.2f} |")
     return lines
 
 
@@ -294,9 +304,11 @@ def decode_time(old_commit: str) -> list[str]:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sets", type=int, default=30, help="straggler sets per S (default 30)")
+    ap.add_argument("--sets", type=int, default=40, help="straggler sets per S (default 40)")
+    ap.add_argument("--no-timing", action="store_true", help="skip the decode-time table")
     ap.add_argument("--models", default=",".join(am.DEV + am.HELD_OUT))
-    ap.add_argument("--old-commit", default="a7811a2", help="commit whose LeTCC is 'before' in the timing")
+    ap.add_argument("--old-commit", default="b95688b",
+                    help="commit whose LeTCC is 'before' in the timing (default: the last one with the linear default)")
     ap.add_argument("--out", default=str(HERE / "results" / "accuracy.md"))
     args = ap.parse_args(argv)
     import torch
@@ -314,7 +326,8 @@ def main(argv=None):
                   f"relacc-cal: {p['cal']}, {p['t_cal']:.1f} s)")
             print("\n".join(pair_table(p)), flush=True)
     lines = ["# Decoded-class accuracy against BACC (issue 22)", "",
-             f"Generated by `python bench/accuracy.py --sets {args.sets}` on {cpu_name()} "
+             f"Generated by `python bench/accuracy.py --sets {args.sets}{' --no-timing' if args.no_timing else ''}` "
+             f"on {cpu_name()} "
              f"(shared 2-core machine, torch on 1 thread; {time.perf_counter() - t_start:.0f} s for the grid).", ""]
     summary = ["## Targets", "",
                "Per model and (K, N), over S = 0 .. N/2: `met` when RelAcc >= BACC's minus one paired standard "
@@ -343,12 +356,13 @@ def main(argv=None):
     lines += summary + [READING]
     lines += ["## Models", ""] + [f"- `{n}`{' (held out)' if n in am.HELD_OUT else ''}: {descs[n]}" for n in models] + [""]
     lines += ["## Per model, (K, N) and S", "",
-              "Same rounds, same straggler sets (30 per S, one at S = 0) for every scheme; evaluation images disjoint "
+              f"Same rounds, same straggler sets ({args.sets} per S, one at S = 0) for every scheme; evaluation images disjoint "
               "from training and calibration. `MSE vs BACC`: 100 (1 - MSE / BACC's MSE) with its paired standard "
               "error (positive: lower MSE than BACC). `RelAcc (gain pts)`: decoded argmax accuracy / the model's own "
               "accuracy on the same images, and its difference from BACC's in percentage points with the paired "
-              "standard error. `default` is LeTCC(K, N), unchanged by this study (today's default = the new "
-              "default); `log` is LeTCC(K, N, output_space='log'); `relacc-cal` is "
+              "standard error. `auto` is LeTCC(K, N), the default (output_space='auto', which decoded every one of "
+              "these softmax outputs in log space); `linear` is LeTCC(K, N, output_space='linear'), the default "
+              "before; `relacc-cal` is "
               "LamPolicy.calibrate(target='relacc') on 240 calibration images.", ""]
     for (name, K, N), p in results.items():
         lines += [f"### {name}{' (held out)' if name in am.HELD_OUT else ''}, K = {K}, N = {N}", "",
@@ -363,15 +377,20 @@ def main(argv=None):
                   "## Linear space: no lam of the local rule wins LeNet-5 (10, 20)", "",
                   "RelAcc gain over BACC (points) of LeTCC's linear-space decoder with lam_k = c max(h_k, 16 x_k)^3 "
                   "for every c, on the evaluation sets themselves (an oracle: the best c per S is chosen looking at "
-                  "the answers); c = 0 is interpolation, c = 0.0056 today's default.", ""] + orc + [""]
+                  "the answers); c = 0 is interpolation, c = 0.0056 the linear space's default.", ""] + orc + [""]
         print("\n".join(diag + [""] + orc))
+    if args.no_timing:
+        Path(args.out).write_text("\n".join(lines) + "\n")
+        print(f"\nwrote {args.out}")
+        return
     tl = decode_time(args.old_commit)
     print("\n".join(tl))
     lines += ["## Decode time", "",
               f"Paired timeit, best of 9 interleaved repeats of 300 decodes, warm plan cache, answering set listed "
               f"in ascending order, Dirichlet(0.1) probability rows: `before` is LeTCC from commit "
-              f"{args.old_commit} (before this study), `default now` is LeTCC(K, N) now, `log space` is "
-              f"LeTCC(K, N, output_space='log'). The default's decode path gained one attribute test.", ""] + tl + [""]
+              f"{args.old_commit} (the linear default, before output_space='auto'), `auto now` is LeTCC(K, N) "
+              f"now (it decodes these rows in log space), `linear now` LeTCC(K, N, output_space='linear'), `log` "
+              f"LeTCC(K, N, output_space='log').", ""] + tl + [""]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"\nwrote {args.out}")
 

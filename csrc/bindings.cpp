@@ -28,6 +28,8 @@ using namespace letcc;
 
 // bindings_round_counter.cpp: the local runtime's shared-memory atomics.
 void register_round_counter(py::module_& mod);
+// output_space.cpp: the compiled passes of LeTCC's log output space.
+void register_output_space(py::module_& mod);
 
 namespace {
 
@@ -527,6 +529,7 @@ PYBIND11_MODULE(_core, mod) {
         },
         py::arg("x"), py::arg("at"), py::arg("c"), py::arg("end_factor"));
     register_round_counter(mod);
+    register_output_space(mod);
     mod.def("set_num_threads", [](int k) { ThreadPool::instance().set_num_threads(k); }, py::arg("k"));
     mod.def("get_num_threads", []() { return ThreadPool::instance().num_threads(); });
     mod.def(

@@ -178,7 +178,10 @@ def test_decoders_that_look_at_the_data_are_decoded_round_by_round(rng):
     G = group_inputs(rng.standard_normal((5 * K, 2)), K)
     exact = exact_outputs(f, G)
     gcv = LeTCC(K, N, lam_dec=None)
-    assert not gcv.linear_in_outputs and LeTCC(K, N).linear_in_outputs and LeTCC(K, N, lam_dec=1e-3).linear_in_outputs
+    assert not gcv.linear_in_outputs and LeTCC(K, N, output_space="linear").linear_in_outputs
+    assert LeTCC(K, N, lam_dec=1e-3).linear_in_outputs
+    # the default space ('auto') looks at the outputs (probability rows -> log space)
+    assert not LeTCC(K, N).linear_in_outputs
     assert not LeTCC(K, N, lam_dec=lambda b, n, k: 1e-3).linear_in_outputs and BACC(K, N).linear_in_outputs
     out = coded_outputs(gcv, f, G) + 0.05 * rng.standard_normal((N, 5, 3))
     F = np.array([0, 1, 3, 4, 6, 8, 9, 11])
@@ -186,3 +189,21 @@ def test_decoders_that_look_at_the_data_are_decoded_round_by_round(rng):
     for b in range(5):
         est = gcv.decode(out[F, b], F)
         assert e.mse[0, b] == pytest.approx(np.mean(np.sum((est - exact[:, b]) ** 2, axis=1)), rel=1e-12)
+
+
+def test_every_code_states_adversaries_and_evaluate_reads_it(rng):
+    # part of the Code contract (letcc.codes._base), read without probing
+    from letcc.codes import Replication, Uncoded
+    codes = [LeTCC(4, 12), LeTCC(4, 12, adversaries=2), BACC(4, 12), BACC(4, 12, adversaries=1), Uncoded(4),
+             Replication(4, 2)]
+    assert [c.adversaries for c in codes] == [0, 2, 0, 1, 0, 0]
+    assert all(type(c.adversaries) is int for c in codes)
+
+    class NoAdversaries:          # an object that is not a Code: evaluate says so by failing
+        K, N, linear_in_outputs = 4, 12, True
+
+        def decode(self, Y, available):
+            return Y[:4]
+    G = group_inputs(rng.standard_normal((8, 3)), 4)
+    with pytest.raises(AttributeError, match="adversaries"):
+        decode_errors(NoAdversaries(), np.zeros((12, 2, 3)), exact_outputs(f, G), [np.arange(12)])

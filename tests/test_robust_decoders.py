@@ -260,7 +260,8 @@ def test_invalid_rows_simplex_against_the_definition(rng):
 @pytest.mark.parametrize("cls", [LeTCC, BACC])
 def test_valid_simplex_erases_every_invalid_answer_then_locates_the_rest(cls, rng):
     K, N = 4, 30
-    code, plain = cls(K, N, adversaries=3, valid="simplex"), cls(K, N)
+    # the robust decoder's plain decode is the linear space's (output_space='auto' with adversaries)
+    code, plain = cls(K, N, adversaries=3, valid="simplex"), cls(K, N, **({"output_space": "linear"} if cls is LeTCC else {}))
     F = np.sort(rng.choice(N, 27, replace=False))
     P = _probabilities(27, rng)
     bad = np.sort(rng.choice(27, 2, replace=False))

@@ -245,7 +245,7 @@ def decode_errors(code, outputs: np.ndarray, exact: np.ndarray, sets: Sequence, 
     mse = np.empty((n, B))
     agree = np.empty((n, B), dtype=np.int64)
     correct = None if labels is None else np.empty((n, B), dtype=np.int64)
-    flags = bool(getattr(code, "adversaries", 0))
+    flags = bool(code.adversaries)
     n_adv = np.zeros((n, B), dtype=np.int64) if adversaries is not None else None
     n_flag = np.zeros((n, B), dtype=np.int64) if flags else None
     n_true = np.zeros((n, B), dtype=np.int64) if flags else None

@@ -14,12 +14,16 @@
     code.complete_needs_every_worker  True when is_complete holds for all N workers
                               only (a runtime may then sleep until all have answered)
     code.linear_in_outputs    True when decode(Y, F) is a linear map of Y fixed by F
-                              (no look at the data: no GCV, no outlier tests), so that
-                              decoding many rounds stacked along Y's trailing axes
-                              equals decoding each (an offline evaluator may then
-                              decode them in one call)
-    code.adversaries          E, the wrong answers per decode the code tolerates (0: none).
-                              Codes with E > 0 (LeTCC, BACC) take
+                              (no look at the data: no GCV, no outlier tests, no
+                              output space chosen from Y), so that decoding many rounds
+                              stacked along Y's trailing axes equals decoding each (an
+                              offline evaluator may then decode them in one call).
+                              False for LeTCC's default output_space='auto' (it decodes
+                              probability rows in log space) and for 'log'
+    code.adversaries          int E >= 0, the wrong answers per decode the code
+                              tolerates (0: none). Every code states it (the base class
+                              says 0; LeTCC and BACC take it as an argument), so callers
+                              read it directly. Codes with E > 0 take
                               decode(Y, available, return_flagged=True) -> (estimates,
                               flagged worker indices) and are not linear_in_outputs
 

@@ -24,7 +24,7 @@ from letcc.codes._plan_cache import PlanCache
 from letcc.codes.robust import (DetectionSplines, check_adversaries, check_valid, detection_knots, invalid_rows,
                                 spline_locate)
 from letcc.codes.lam_defaults import local_gap_rows, resolve_lam_dec, resolve_lam_enc
-from letcc.codes.output_space import as_output_space, from_log, to_log
+from letcc.codes.output_space import as_output_space, from_log, log_or_none, softmax_, to_log
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv, smoother_rows
 from letcc.splines._validation import as_lam
@@ -69,8 +69,10 @@ class LeTCC(Code):
           alpha_k: lam_k = c * h_k^3 with h_k the interval of answering nodes
           around alpha_k (its distance beyond the outermost answer, scaled,
           when larger), which shrinks as N grows and grows with the holes
-          stragglers leave (see letcc.codes.lam_defaults); with
-          output_space='log' the same rule with c = LOG_C0 (LOG_POLICY);
+          stragglers leave (see letcc.codes.lam_defaults); a decode in log
+          space (output_space 'auto' on probability outputs, or 'log') uses
+          the same rule with c = LOG_C0 (LOG_POLICY). Either is a formula per
+          answering set, cached with its decoder (no search per decode);
         - a lam policy: any object with ``.lam_dec(beta_available, N, K)``
           or ``.lam_dec_at(beta_available, alpha, N, K)`` (preferred when
           present; and optionally ``.lam_enc(K, N)``), or a callable
@@ -93,7 +95,8 @@ class LeTCC(Code):
         disagrees most both with a detection smoothing spline through the
         others (leave-one-out residual, pooled over all outputs) and with
         its nearest answers, and the remaining answers are decoded exactly
-        as the plain decoder decodes that set. Costs one pass over the
+        as the plain decoder decodes that set (in the linear space, or the
+        log space with output_space='log'). Costs one pass over the
         outputs (their Gram matrix) plus O(E n^3) per decode. At least 3 answers are always kept: with n answers at
         most min(E, n - 3) are erased (fewer than 4 answers: none, the plain
         decode). ``decode(..., return_flagged=True)`` also returns the erased
@@ -114,30 +117,46 @@ class LeTCC(Code):
         classifier's softmax is; a callable: ``valid(Y) -> (len(Y),) bool``,
         True for a possible answer. Costs one pass over the outputs.
         ValueError when every answer fails. Ignored with adversaries=0.
-    output_space : 'linear' or 'log', default 'linear'
+    output_space : 'auto', 'linear' or 'log', default 'auto'
         Where the decoder works. 'linear': on the outputs as they are (any
         f). 'log': for workers that return probabilities over the last axis
         of their output (a classifier's softmax): decode() takes
         log(max(Y, LOG_FLOOR)), decodes that, and returns the softmax of the
         estimates over the last axis (each estimate a probability vector);
         ValueError for a negative or non-finite output, or outputs with no
-        class axis (1-D Y). letcc.codes.output_space says why: on the
-        classifiers of bench/results/accuracy.md it lowered the softmax MSE
-        against BACC by about 70% (against 25% linear) and raised the
-        decoded accuracy by several points, winning RelAcc where the linear
-        decoder cannot. It costs about 7 us more per decode of 10 classes
-        (three passes over the outputs), about twice the linear decode; the
-        encoder is the same. Adversary detection (adversaries > 0) then
-        works on the log outputs.
+        class axis (1-D Y). 'auto' decides on every decode from the answers
+        Y: the log space when Y is a float array with a class axis (ndim >=
+        2) whose entries are all finite and >= 0 and whose every row over
+        the last axis sums to 1 within letcc.codes.output_space.PROB_SUM_TOL
+        (1e-3, summed in float64), else 'linear' (logits, regression
+        outputs, signed or integer data: decoded exactly as with 'linear',
+        bit for bit). ``last_output_space`` says which the latest decode
+        used. 'auto' decides so only with lam_dec='auto' (the built-in rule
+        has a version for each space) and adversaries=0; with a lam or a
+        policy of the caller's (e.g. calibrated by letcc.tune or
+        LamPolicy.calibrate, which score linear decodes), or with
+        adversaries > 0 (the robust decoder's scores were measured in the
+        linear space), it decodes linearly: pass output_space='log' to
+        combine those with the log space. letcc.codes.output_space says why: on the six classifiers of
+        bench/results/accuracy.md the log space lowered the softmax MSE
+        against BACC by 50-88% (linear: 15-37%) and raised the decoded
+        accuracy by +1.7 to +11 points over BACC's (linear: -0.4 to +1.3),
+        winning RelAcc where the linear decoder cannot. The check, the log
+        and the softmax are two compiled passes for numpy answers (about
+        1-2 us per decode at 10 classes; more at 1000 classes, see the
+        README); the encoder is the same in every space. With adversaries
+        > 0, 'log' runs the adversary detection on the log outputs.
 
-    Attributes ``lam_enc`` (the float in use), ``lam_dec`` (as given) and
+    Attributes ``lam_enc`` (the float in use), ``lam_dec`` (as given),
     ``last_lam_dec`` (the lam the latest decode used: a float, or a (K,)
-    float64 array when the policy chose one lam per alpha_k).
+    float64 array when the policy chose one lam per alpha_k) and
+    ``last_output_space`` ('linear' or 'log': the space the latest decode
+    worked in; None before the first).
     """
 
     def __init__(self, K: int, N: int, lam_enc: Any = "auto", lam_dec: Any = "auto", alpha: ArrayLike | None = None,
                  beta: ArrayLike | None = None, plan_cache_size: int = 128, adversaries: int = 0,
-                 flag_threshold: float | None = None, output_space: str = "linear", valid: Any = None) -> None:
+                 flag_threshold: float | None = None, output_space: str = "auto", valid: Any = None) -> None:
         self.K = as_count(K, "K")
         self.output_space = as_output_space(output_space)
         self._log = self.output_space == "log"
@@ -152,7 +171,17 @@ class LeTCC(Code):
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
         self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
         self._knots = detection_knots(self.beta)       # the spline locator's knots, one per worker
-        self._lam_dec_kind, self._lam_dec_value = resolve_lam_dec(lam_dec, self.K, self.N, self.output_space)
+        # the lam rule of each space ('auto' may use both); the kind is the
+        # same in both (only lam_dec='auto' differs: LOG_POLICY in log space)
+        self._lam_dec_kind, self._lam_dec_value = resolve_lam_dec(
+            lam_dec, self.K, self.N, "log" if self._log else "linear")
+        self._log_rule = resolve_lam_dec(lam_dec, self.K, self.N, "log")
+        # the space of a decode: None = decided from Y on every decode. 'auto'
+        # decides only for the built-in lam rule, which has a log-space
+        # version; a lam or policy given by the caller (e.g. calibrated by
+        # letcc.tune on linear decodes) and the robust decoder stay linear.
+        auto_decides = isinstance(lam_dec, str) and lam_dec == "auto" and not self.adversaries
+        self._space = (None if auto_decides else "linear") if self.output_space == "auto" else self.output_space
         # A policy that states the local-gap rule (lam_defaults' protocol) has
         # lams that are a function of the answering set alone and valid by
         # construction: its decoders are cached by the set, and a cached
@@ -164,6 +193,7 @@ class LeTCC(Code):
         self._decoders = PlanCache(plan_cache_size)
         self._row_encoders = PlanCache(plan_cache_size)
         self.last_lam_dec: float | None = None
+        self.last_output_space: str | None = None
 
     # ---- encoding -------------------------------------------------------
 
@@ -187,18 +217,19 @@ class LeTCC(Code):
 
     # ---- decoding -------------------------------------------------------
 
-    def _lam_dec_for(self, beta_available: np.ndarray):
+    def _lam_dec_for(self, beta_available: np.ndarray, log: bool = False):
         """The decoder's lam for these answering nodes (ascending): a float, a
-        (K,) float64 array (one per alpha_k), or None = GCV."""
-        kind = self._lam_dec_kind
+        (K,) float64 array (one per alpha_k), or None = GCV. `log`: for a
+        decode in log space (output_space='auto')."""
+        kind, value = self._log_rule if log else (self._lam_dec_kind, self._lam_dec_value)
         if kind == "fixed":
-            return self._lam_dec_value
+            return value
         if kind == "gcv":
             return None
         if kind == "policy_at":
-            lam = self._lam_dec_value(beta_available, self.alpha, self.N, self.K)
+            lam = value(beta_available, self.alpha, self.N, self.K)
         else:
-            lam = self._lam_dec_value(beta_available, self.N, self.K)
+            lam = value(beta_available, self.N, self.K)
         if lam is None:
             return None
         try:
@@ -217,25 +248,43 @@ class LeTCC(Code):
             return float(lo)  # one lam after all: the banded spline plan
         return arr
 
-    def decoder_plan(self, available, Y=None):
+    def decoder_plan(self, available, Y=None, output_space: str | None = None):
         """The linear map decode() applies for this set (columns in ascending
-        worker order): a SplineSmoother, or a DenseOperator when the policy
-        gave one lam per alpha_k. Y is needed only when lam is chosen by GCV."""
+        worker order; in log space it maps the log outputs): a
+        SplineSmoother, or a DenseOperator when the policy gave one lam per
+        alpha_k. Y is needed only when lam is chosen by GCV. `output_space`
+        ('linear' or 'log'): that space's map; default the code's space, and
+        for output_space='auto' the space decode(Y, available) would use
+        ('linear' without Y)."""
         avail = self._available(available)
         sorted_idx = np.sort(avail)
+        space = self._space if output_space is None else output_space
+        if space not in (None, "linear", "log"):
+            raise ValueError(f"output_space must be 'linear' or 'log', got {output_space!r}")
         if Y is not None:
             Y = self._outputs(Y, avail)
+            if space is None:
+                space = "log" if log_or_none(Y, strict=False) is not None else "linear"
+            if space == "log":
+                Y = log_or_none(Y, strict=True)
             order = np.argsort(avail, kind="stable")
             Y = take_rows(Y, order)
-        return self._plan(sorted_idx, Y)
+        return (self._plan_log if space == "log" else self._plan)(sorted_idx, Y)
 
-    def _plan(self, sorted_idx: np.ndarray, Y_sorted):
+    def _plan_log(self, sorted_idx: np.ndarray, Y_sorted):
+        """_plan for a decode in log space (output_space 'auto' or 'log')."""
+        return self._plan(sorted_idx, Y_sorted, True)
+
+    def _plan(self, sorted_idx: np.ndarray, Y_sorted, log: bool = False):
         if self._set_keyed:
-            plan, lam = self._decoders.get(("set", sorted_idx.tobytes()), lambda: self._build_set_keyed(sorted_idx))
+            # the space's own rule; output_space='log' keeps its entries under "set"
+            key = "set-log" if log and not self._log else "set"
+            plan, lam = self._decoders.get((key, sorted_idx.tobytes()),
+                                           lambda: self._build_set_keyed(sorted_idx, log))
             self.last_lam_dec = lam
             return plan
         beta_av = self.beta[sorted_idx]
-        lam = self._lam_dec_for(beta_av)
+        lam = self._lam_dec_for(beta_av, log)
         if isinstance(lam, np.ndarray):
             self.last_lam_dec = lam.copy()
             return self._decoders.get(
@@ -251,7 +300,7 @@ class LeTCC(Code):
         return self._decoders.get((sorted_idx.tobytes(), lam),
                                   lambda: SplineSmoother(beta_av, self.alpha, lam=lam))
 
-    def _build_set_keyed(self, sorted_idx: np.ndarray):
+    def _build_set_keyed(self, sorted_idx: np.ndarray, log: bool = False):
         """(plan, lam) for the built-in policy on this answering set: the same
         operators as the general path, without re-checking what the policy
         and the code's own nodes guarantee. lam is read-only (it is handed
@@ -261,7 +310,7 @@ class LeTCC(Code):
         if beta_av.shape[0] >= 3:
             # the rule's lams and the rows in one compiled call (the rule's
             # own numpy arithmetic, done there bit for bit)
-            c, end_factor = self._lam_dec_value
+            c, end_factor = self._log_rule[1] if log else self._lam_dec_value
             lam, rows = local_gap_rows(beta_av, self.alpha, c, end_factor)
             lam.flags.writeable = False
             if lam.min() != lam.max():
@@ -273,29 +322,46 @@ class LeTCC(Code):
         """Y (len(available), ...) outputs of workers `available` (any order) -> (K, ...).
         With ``return_flagged``: (estimates, flagged), flagged the sorted
         int64 worker indices judged wrong and left out (always empty with
-        adversaries=0)."""
+        adversaries=0). The space it decodes in: ``last_output_space``."""
         avail = self._available(available)
         Y = self._outputs(Y, avail)
-        if self.adversaries and self.valid is not None:
+        if self.adversaries:
+            return self._decode_robust(avail, Y, return_flagged)
+        space = self._space
+        if space != "linear":
+            # one compiled pass for numpy: the check ('auto': are these
+            # probability rows?) and the log; None: decode Y as it is
+            Z = log_or_none(Y, strict=space == "log")
+            if Z is not None:
+                self.last_output_space = "log"
+                est = softmax_(self._decode_rows(avail, Z, self._plan_log, permutable=self._set_keyed))
+                return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
+        self.last_output_space = "linear"
+        # only a stated local-gap rule gives dense decoders without looking at
+        # Y (a fixed lam is a banded plan; GCV and other policies may need Y)
+        est = self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
+        return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
+
+    def _decode_robust(self, avail: np.ndarray, Y, return_flagged: bool):
+        """decode() with adversaries > 0: valid's rejections and the spline
+        locator's erasures, then the plain decode of the rest (log space only
+        with output_space='log')."""
+        if self.valid is not None:
             avail, Y, invalid = self._erase_invalid(avail, Y)
         if self._log:
             if Y.ndim < 2:
                 raise ValueError("output_space='log' needs a class axis: Y must be (len(available), ..., classes), "
                                  f"got shape {tuple(Y.shape)}")
             Y = to_log(Y)
-        if self.adversaries:
-            budget = self.adversaries if self.valid is None else max(self.adversaries - invalid.size, 0)
-            avail, Y, flagged = self._erase_flagged(avail, Y, budget)
-            if self.valid is not None and invalid.size:
-                flagged = np.union1d(invalid, flagged)
-        # only a stated local-gap rule gives dense decoders without looking at
-        # Y (a fixed lam is a banded plan; GCV and other policies may need Y)
+        budget = self.adversaries if self.valid is None else max(self.adversaries - invalid.size, 0)
+        avail, Y, flagged = self._erase_flagged(avail, Y, budget)
+        if self.valid is not None and invalid.size:
+            flagged = np.union1d(invalid, flagged)
+        self.last_output_space = "log" if self._log else "linear"
         est = self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
         if self._log:
             est = from_log(est)
-        if return_flagged:
-            return est, (flagged if self.adversaries else np.zeros(0, dtype=np.int64))
-        return est
+        return (est, flagged) if return_flagged else est
 
     def _erase_invalid(self, avail: np.ndarray, Y):
         """(avail', Y', invalid): the answers ``valid`` rejects removed (all of
@@ -339,13 +405,15 @@ class LeTCC(Code):
         # a fixed lam or a stated local-gap rule: a linear map fixed by the set.
         # GCV looks at the outputs; any other policy may answer None (GCV) for a set.
         # the robust decoder looks at the outputs (which answers to erase).
-        # the log space's transforms are not linear either.
-        return self._lam_dec_kind in ("fixed", "local_gap") and not self.adversaries and not self._log
+        # the log space's transforms are not linear, and 'auto' looks at the
+        # outputs to choose the space: only 'linear' (or 'auto' with
+        # adversaries, which decodes linearly) can be a linear map.
+        return self._lam_dec_kind in ("fixed", "local_gap") and not self.adversaries and self._space == "linear"
 
     def is_complete(self, available) -> bool:
         return self._available(available, allow_empty=True).size == self.N
 
     def __repr__(self) -> str:
         adv = f", adversaries={self.adversaries}" if self.adversaries else ""
-        space = ", output_space='log'" if self._log else ""
+        space = f", output_space={self.output_space!r}" if self.output_space != "auto" else ""
         return f"LeTCC(K={self.K}, N={self.N}, lam_enc={self.lam_enc!r}, lam_dec={self.lam_dec!r}{adv}{space})"

@@ -1,11 +1,18 @@
 """The space a decoder works in: the workers' outputs as they are, or their logarithms.
 
-``LeTCC(K, N, output_space="log")`` decodes the logarithms of probability
-outputs (a classifier's softmax) and turns the estimates back into
-probabilities with a softmax over the last axis::
+``LeTCC(K, N)`` (``output_space="auto"``, the default) decodes the
+logarithms of probability outputs (a classifier's softmax) and turns the
+estimates back into probabilities with a softmax over the last axis::
 
     Y (n, ..., classes) probabilities --to_log--> log(max(Y, LOG_FLOOR))
         --spline decoder--> Z (K, ..., classes) --from_log--> softmax(Z, axis=-1)
+
+and decodes any other outputs as they are. Which, it decides once per
+decode from the answers (``is_probability_rows``): a float array with a
+class axis (ndim >= 2, last axis non-empty) whose entries are all finite and
+>= 0 and whose every row over the last axis sums to 1 within PROB_SUM_TOL.
+``output_space="log"`` forces the log space (ValueError for answers that
+cannot be logged), ``"linear"`` the outputs as they are.
 
 Why (bench/results/accuracy.md): a classifier's softmax saturates, so along
 the encoder's curve through K inputs of different classes the probabilities
@@ -21,29 +28,98 @@ Round trip: for probability rows (entries >= LOG_FLOOR summing to 1),
 a negative or non-finite entry (the outputs are then not probabilities).
 Entries below LOG_FLOOR (exact zeros of a float32 softmax) are raised to it.
 
-Works on numpy arrays, torch tensors and CuPy arrays (the result has the
-input's kind, dtype and device).
+numpy arrays (C-contiguous float32/float64) take the compiled passes of
+letcc._core (csrc/output_space.hpp: the check and the log in one pass, the
+softmax in place in another), which is what keeps a decode in log space
+within a few percent of a linear one at 10 classes; torch tensors and CuPy
+arrays take their own library's operations (the result has the input's
+kind, dtype and device).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from letcc import _core
 from letcc.codes._arrays import is_torch_tensor
 
-__all__ = ["OUTPUT_SPACES", "LOG_FLOOR", "as_output_space", "to_log", "from_log"]
+__all__ = ["OUTPUT_SPACES", "LOG_FLOOR", "PROB_SUM_TOL", "as_output_space", "is_probability_rows", "to_log",
+           "from_log", "log_or_none", "softmax_"]
 
-OUTPUT_SPACES = ("linear", "log")
+OUTPUT_SPACES = ("auto", "linear", "log")
 # Probabilities below this are raised to it before the log (a float32 softmax
 # returns exact zeros beyond a logit gap of about 104). Smaller floors did
 # better on the study's models (1e-30 against 1e-12, 1e-8, 1e-6), and 1e-30
 # is a normal float32 number.
 LOG_FLOOR = 1e-30
+# How far from 1 a row of probabilities may sum for output_space='auto' to
+# take it as one, for float32 and float64 alike: the storage dtype does not
+# say in which precision the probabilities were computed (a float32 or
+# float16 model's softmax is often handed over as float64). A softmax
+# rounded to float16 is off by at most 2^-11 ~ 4.9e-4 relative per entry, so
+# its row sums by at most that much (float32: 6e-8); 1e-3 accepts those
+# with a factor 2 to spare, as letcc.codes.robust's valid='simplex' does.
+# The check sums in float64, so its own rounding is far below this for any
+# row length. Outputs that are not probabilities (logits, regression
+# outputs, signed data) fail the sign test long before the sum test.
+PROB_SUM_TOL = 1e-3
 
 
 def as_output_space(space) -> str:
     if not isinstance(space, str) or space not in OUTPUT_SPACES:
         raise ValueError(f"output_space must be one of {OUTPUT_SPACES}, got {space!r}")
     return space
+
+
+def is_probability_rows(Y) -> bool:
+    """Whether Y (numpy, torch or CuPy) is what output_space='auto' decodes
+    in log space: float dtype, a class axis (ndim >= 2, last axis non-empty),
+    every entry finite and >= 0, every row over the last axis summing to 1
+    within PROB_SUM_TOL (summed in float64)."""
+    if len(Y.shape) < 2 or Y.shape[-1] == 0 or 0 in Y.shape:
+        return False
+    if is_torch_tensor(Y):
+        import torch
+        if not Y.is_floating_point():
+            return False
+        ok = torch.isfinite(Y).all() & (Y >= 0).all()
+        return bool(ok) and bool(((Y.to(torch.float64).sum(-1) - 1.0).abs() <= PROB_SUM_TOL).all())
+    if getattr(Y, "dtype", None) is None or Y.dtype.kind != "f":
+        return False
+    if isinstance(Y, np.ndarray):
+        r = _core.log_prepare(np.ascontiguousarray(Y), True, PROB_SUM_TOL, LOG_FLOOR)
+        return r is not None
+    xp = np
+    if type(Y).__module__.startswith("cupy"):
+        import cupy as xp  # noqa: F811
+    if not bool(xp.isfinite(Y).all() & (Y >= 0).all()):
+        return False
+    return bool((xp.abs(Y.astype(xp.float64).sum(-1) - 1.0) <= PROB_SUM_TOL).all())
+
+
+def log_or_none(Y, strict: bool):
+    """The decoder's input in log space: to_log(Y), or None when Y is not
+    probability rows (is_probability_rows) and not `strict` (auto: decode Y as
+    it is). `strict` (output_space='log'): only finite, >= 0 entries and a
+    class axis are required; ValueError otherwise. A C-contiguous float32 /
+    float64 numpy Y is checked and logged in one compiled pass."""
+    if type(Y) is np.ndarray:
+        Z = _core.log_prepare(Y, not strict, PROB_SUM_TOL, LOG_FLOOR)
+        if Z is not False:
+            return Z if Z is not None or not strict else to_log(Y)  # to_log names the bad entry
+    if strict:
+        if len(Y.shape) < 2:
+            raise ValueError("output_space='log' needs a class axis: Y must be (len(available), ..., classes), "
+                             f"got shape {tuple(Y.shape)}")
+        return to_log(Y)
+    return to_log(Y) if is_probability_rows(Y) else None
+
+
+def softmax_(Z):
+    """from_log(Z): the softmax over the last axis, in place where Z is a
+    numpy (compiled, when C-contiguous float32/float64) or CuPy array."""
+    if type(Z) is np.ndarray and _core.softmax_last_axis(Z):
+        return Z
+    return from_log(Z)
 
 
 def _bad_entry(Y) -> str:

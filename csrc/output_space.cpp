@@ -1,0 +1,167 @@
+// letcc._core.log_prepare and letcc._core.softmax_last_axis: the compiled
+// passes of LeTCC's log output space (output_space.hpp), registered from the
+// module definition in bindings.cpp.
+//
+// Each pass is built three times, for AVX-512, AVX2+FMA and baseline x86-64
+// (as dispatch.cpp builds the spline kernels, and for the same reason not
+// with target_clones), and runs the build letcc._core.kernel_isa() names, so
+// set_kernel_isa reaches these passes too. Both release the GIL around the
+// compute, as the plan and dense-operator calls do.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "dispatch.hpp"
+#include "output_space.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+using namespace letcc;
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LETCC_NO_CLONES)
+#define LETCC_OS_DISPATCH 1
+#define LETCC_OS_AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define LETCC_OS_AVX2 __attribute__((target("avx2,fma")))
+#else
+#define LETCC_OS_AVX512
+#define LETCC_OS_AVX2
+#endif
+
+// NAME_avx512 / NAME_avx2 / NAME_baseline: BODY compiled for each ISA (the
+// header's inline functions are built with the caller's target).
+#define LETCC_OS_VERSIONS(RET, NAME, PARAMS, BODY)   \
+    LETCC_OS_AVX512 RET NAME##_avx512 PARAMS BODY   \
+    LETCC_OS_AVX2 RET NAME##_avx2 PARAMS BODY       \
+    RET NAME##_baseline PARAMS BODY
+
+template <class T>
+struct Passes {
+    bool (*check)(const T*, std::size_t, std::size_t, bool, double);
+    void (*log)(const T*, T*, std::size_t, T);
+    void (*softmax)(T*, std::size_t, std::size_t, double*);
+};
+
+#define LETCC_OS_TYPED(T, SUF)                                                                         \
+    LETCC_OS_VERSIONS(bool, check_##SUF, (const T* y, std::size_t rows, std::size_t m, bool sums, double tol), \
+                      { return outspace::probability_rows<T>(y, rows, m, sums, tol); })               \
+    LETCC_OS_VERSIONS(void, log_##SUF, (const T* y, T* out, std::size_t count, T floor),              \
+                      { outspace::log_floor<T>(y, out, count, floor); })                               \
+    LETCC_OS_VERSIONS(void, softmax_##SUF, (T * z, std::size_t rows, std::size_t m, double* buf),     \
+                      { outspace::softmax_rows<T>(z, rows, m, buf); })
+
+LETCC_OS_TYPED(double, f64)
+LETCC_OS_TYPED(float, f32)
+
+// The build kernel_isa() names ("avx512", "avx2", "baseline"; "native" off x86-64).
+int isa_index() {
+#if defined(LETCC_OS_DISPATCH)
+    const char* isa = kernel_isa();
+    if (std::strcmp(isa, "avx512") == 0) return 0;
+    if (std::strcmp(isa, "avx2") == 0) return 1;
+#endif
+    return 2;
+}
+
+template <class T>
+Passes<T> passes();
+
+template <>
+Passes<double> passes<double>() {
+    switch (isa_index()) {
+        case 0: return {check_f64_avx512, log_f64_avx512, softmax_f64_avx512};
+        case 1: return {check_f64_avx2, log_f64_avx2, softmax_f64_avx2};
+        default: return {check_f64_baseline, log_f64_baseline, softmax_f64_baseline};
+    }
+}
+
+template <>
+Passes<float> passes<float>() {
+    switch (isa_index()) {
+        case 0: return {check_f32_avx512, log_f32_avx512, softmax_f32_avx512};
+        case 1: return {check_f32_avx2, log_f32_avx2, softmax_f32_avx2};
+        default: return {check_f32_baseline, log_f32_baseline, softmax_f32_baseline};
+    }
+}
+
+// (rows, m) of a C-contiguous float32/float64 ndarray with a class axis
+// (ndim >= 2, no axis of length 0): rows = every axis but the last.
+bool class_rows(const py::object& obj, py::array& arr, bool& f64, std::size_t& rows, std::size_t& m) {
+    if (!py::isinstance<py::array>(obj)) return false;
+    arr = py::reinterpret_borrow<py::array>(obj);
+    f64 = py::isinstance<py::array_t<double>>(arr);
+    const bool f32 = !f64 && py::isinstance<py::array_t<float>>(arr);
+    if (!(f64 || f32) || !(arr.flags() & py::array::c_style) || arr.ndim() < 2) return false;
+    m = static_cast<std::size_t>(arr.shape(arr.ndim() - 1));
+    rows = 1;
+    for (py::ssize_t d = 0; d + 1 < arr.ndim(); ++d) rows *= static_cast<std::size_t>(arr.shape(d));
+    return m >= 1 && rows >= 1;
+}
+
+template <class T>
+py::object prepare(const py::array& y, std::size_t rows, std::size_t m, bool check_sums, double tol, double floor) {
+    const Passes<T> p = passes<T>();
+    const T* yp = static_cast<const T*>(y.data());
+    // allocated before the check, so that the GIL is released once (a failed
+    // check wastes one allocation; releasing twice cost more at 10 classes)
+    py::array_t<T> out(std::vector<py::ssize_t>(y.shape(), y.shape() + y.ndim()));
+    T* op = out.mutable_data();
+    bool ok;
+    {
+        py::gil_scoped_release release;
+        ok = p.check(yp, rows, m, check_sums, tol);
+        if (ok) p.log(yp, op, rows * m, static_cast<T>(floor));
+    }
+    if (!ok) return py::none();
+    return std::move(out);
+}
+
+template <class T>
+void softmax(py::array& z, std::size_t rows, std::size_t m) {
+    const Passes<T> p = passes<T>();
+    T* zp = static_cast<T*>(z.mutable_data());
+    py::gil_scoped_release release;
+    thread_local std::vector<double> buf;
+    if (buf.size() < m) buf.resize(m);
+    p.softmax(zp, rows, m, buf.data());
+}
+
+}  // namespace
+
+void register_output_space(py::module_& mod) {
+    mod.def(
+        "log_prepare",
+        [](const py::object& y, bool check_sums, double tol, double floor) -> py::object {
+            py::array arr;
+            bool f64 = false;
+            std::size_t rows = 0, m = 0;
+            if (!class_rows(y, arr, f64, rows, m)) return py::bool_(false);
+            return f64 ? prepare<double>(arr, rows, m, check_sums, tol, floor)
+                       : prepare<float>(arr, rows, m, check_sums, tol, floor);
+        },
+        py::arg("y"), py::arg("check_sums"), py::arg("tol"), py::arg("floor"),
+        "log(max(y, floor)) as a new array of y's shape and dtype, when y (a C-contiguous float32/float64\n"
+        "ndarray, ndim >= 2) holds finite entries >= 0 and, with check_sums, every row of its last axis sums\n"
+        "to 1 within tol (summed in float64). None when the entries fail that check; False when y is not\n"
+        "such an array (the caller then takes its own path).");
+    mod.def(
+        "softmax_last_axis",
+        [](const py::object& z) -> bool {
+            py::array arr;
+            bool f64 = false;
+            std::size_t rows = 0, m = 0;
+            if (!class_rows(z, arr, f64, rows, m) || !arr.writeable()) return false;
+            if (f64)
+                softmax<double>(arr, rows, m);
+            else
+                softmax<float>(arr, rows, m);
+            return true;
+        },
+        py::arg("z"),
+        "The softmax of z over its last axis, in place (z a writeable C-contiguous float32/float64 ndarray,\n"
+        "ndim >= 2): True; False (z untouched) for any other z.");
+}

@@ -1,0 +1,199 @@
+// The log output space of LeTCC's decoder (python/letcc/codes/output_space.py),
+// compiled: one pass that checks that the workers' answers are probability
+// rows and writes log(max(Y, floor)), and one softmax over the last axis in
+// place. The decoder's Python side calls them around its linear map so that a
+// decode in log space costs two compiled calls more than a linear one, not a
+// chain of numpy calls (issue 22: the log space as the default, within 10% of
+// the linear decode's time at 10 classes).
+//
+// Header-only on purpose: output_space.cpp includes it once per instruction
+// set (AVX-512, AVX2+FMA, baseline x86-64) under a target attribute, and the
+// loops below are written so that GCC vectorises them without -ffast-math
+// (no libm calls inside the loops, fixed-width partial sums, integer bit
+// tricks in 64-bit lanes only).
+//
+// Arithmetic is float64 for both dtypes (a float32 element is widened, the
+// result rounded once), so a float32 result is the correctly rounded value
+// of a float64 computation, within an ulp of numpy's own float32 log/exp.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace letcc {
+namespace outspace {
+
+// Everything here is inlined into output_space.cpp's per-ISA entry points: a
+// template instantiated once would be compiled for the baseline target only
+// and called, unvectorised, from the AVX-512 and AVX2 builds.
+#if defined(__GNUC__) || defined(__clang__)
+#define LETCC_OS_INLINE inline __attribute__((always_inline))
+#else
+#define LETCC_OS_INLINE inline
+#endif
+
+LETCC_OS_INLINE std::uint64_t bits_of(double x) {
+    std::uint64_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+LETCC_OS_INLINE double from_bits(std::uint64_t u) {
+    double x;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+// log(x) for a positive, normal, finite x: fdlibm's e_log.c (the reduction to
+// 1 + f in [sqrt(2)/2, sqrt(2)) and its minimax coefficients Lg1..Lg7, error
+// below 1 ulp), written branch-free: the exponent k comes from 64-bit integer
+// arithmetic and is turned into a double with the 2^52 trick (packed
+// int64 -> double conversion exists only on AVX-512DQ).
+LETCC_OS_INLINE double log_positive(double x) {
+    constexpr double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+    constexpr double Lg1 = 6.666666666666735130e-01, Lg2 = 3.999999999940941908e-01,
+                     Lg3 = 2.857142874366239149e-01, Lg4 = 2.222219843214978396e-01,
+                     Lg5 = 1.818357216161805012e-01, Lg6 = 1.531383769920937332e-01,
+                     Lg7 = 1.479819860511658591e-01;
+    // musl's log.c: adding 0x3ff00000 - 0x3fe6a09e to the high word moves the
+    // mantissas above sqrt(2) into the next binade, so k is the exponent of
+    // the reduced value and the mantissa lands in [sqrt(2)/2, sqrt(2)).
+    const std::uint64_t ix = bits_of(x) + ((0x3ff00000ULL - 0x3fe6a09eULL) << 32);
+    const std::uint64_t e = ix >> 52;                                           // biased k, 0..2047
+    const double dk = from_bits(0x4330000000000000ULL | e) - (4503599627370496.0 + 1023.0);  // 2^52 + e - 2^52 - 1023
+    const double r = from_bits((ix & 0x000fffffffffffffULL) + (0x3fe6a09eULL << 32));
+    const double f = r - 1.0;
+    const double hfsq = 0.5 * f * f;
+    const double s = f / (2.0 + f);
+    const double z = s * s;
+    const double w = z * z;
+    const double t1 = w * (Lg2 + w * (Lg4 + w * Lg6));
+    const double t2 = z * (Lg1 + w * (Lg3 + w * (Lg5 + w * Lg7)));
+    const double R = t2 + t1;
+    return s * (hfsq + R) + dk * ln2_lo - hfsq + f + dk * ln2_hi;
+}
+
+// exp(x) for x <= 0 (a softmax's argument after its row maximum is taken
+// off). Below -708 (exp under the smallest normal double, 2.2e-308) it
+// returns 0: the softmax divides by a row sum >= 1, so what is lost is a
+// probability below 2.2e-308, and nothing of a float32 result (float32's
+// smallest subnormal is exp(-103.3)). Reduction x = k ln2 + r, |r| <= ln2/2,
+// exp(r) by its Taylor series to degree 13 (truncation below 5e-18
+// relative), 2^k built from the exponent bits.
+LETCC_OS_INLINE double exp_nonpositive(double x) {
+    constexpr double inv_ln2 = 1.44269504088896338700e+00;
+    constexpr double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+    constexpr double shifter = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
+    constexpr double lo = -708.0;
+    const double xc = x < lo ? lo : x;
+    const double t = xc * inv_ln2 + shifter;
+    const double kd = t - shifter;                     // round(xc / ln2), -1021..0
+    const double r = (xc - kd * ln2_hi) - kd * ln2_lo;
+    double p = 1.0 / 6227020800.0;                     // 1/13!
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    // t's mantissa holds k (two's complement in its low bits): 2^k's bits are (k + 1023) << 52
+    const std::uint64_t k = bits_of(t) - bits_of(shifter);
+    const double scale = from_bits((k + 1023ULL) << 52);
+    const double res = p * scale;
+    return x < lo ? 0.0 : res;
+}
+
+// Lanes of the partial sums and maxima below: a fixed width, so that a row's
+// sum is the same on every instruction set (and vectorises as one register).
+constexpr std::size_t kLanes = 8;
+
+// Whether every entry of the (rows x m) array y is finite and >= 0 and, with
+// check_sums, every row sums to 1 within tol (summed in float64). Stops at the
+// first row that fails.
+template <class T>
+LETCC_OS_INLINE bool probability_rows(const T* y, std::size_t rows, std::size_t m, bool check_sums, double tol) {
+    constexpr double big = std::numeric_limits<T>::max();
+    const std::size_t full = m - m % kLanes;
+    for (std::size_t r = 0; r < rows; ++r) {
+        const T* yr = y + r * m;
+        double acc[kLanes] = {};
+        int ok[kLanes];
+        for (std::size_t l = 0; l < kLanes; ++l) ok[l] = 1;
+        for (std::size_t j = 0; j < full; j += kLanes)
+            for (std::size_t l = 0; l < kLanes; ++l) {
+                const double v = static_cast<double>(yr[j + l]);
+                acc[l] += v;
+                ok[l] &= (v >= 0.0) & (v <= big);  // NaN fails both
+            }
+        for (std::size_t j = full; j < m; ++j) {
+            const double v = static_cast<double>(yr[j]);
+            acc[0] += v;
+            ok[0] &= (v >= 0.0) & (v <= big);
+        }
+        int all = 1;
+        for (std::size_t l = 0; l < kLanes; ++l) all &= ok[l];
+        if (!all) return false;
+        if (check_sums) {
+            const double s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+            if (!(std::fabs(s - 1.0) <= tol)) return false;
+        }
+    }
+    return true;
+}
+
+// out[i] = log(max(y[i], floor)) for i < count (y already checked: finite, >= 0).
+template <class T>
+LETCC_OS_INLINE void log_floor(const T* __restrict y, T* __restrict out, std::size_t count, T floor) {
+    for (std::size_t i = 0; i < count; ++i) {
+        const T v = y[i] > floor ? y[i] : floor;
+        out[i] = static_cast<T>(log_positive(static_cast<double>(v)));
+    }
+}
+
+// The softmax of every row of the (rows x m) array z, in place: exp(z - max)
+// over the row's sum. buf: m doubles of scratch (the exponentials, so that a
+// float32 result is rounded once). Rows holding a NaN or an infinity come
+// out NaN (the decoder's estimates are finite: its inputs were checked).
+template <class T>
+LETCC_OS_INLINE void softmax_rows(T* z, std::size_t rows, std::size_t m, double* __restrict buf) {
+    const std::size_t full = m - m % kLanes;
+    for (std::size_t r = 0; r < rows; ++r) {
+        T* zr = z + r * m;
+        double mx[kLanes];
+        for (std::size_t l = 0; l < kLanes; ++l) mx[l] = -std::numeric_limits<double>::infinity();
+        for (std::size_t j = 0; j < full; j += kLanes)
+            for (std::size_t l = 0; l < kLanes; ++l) {
+                const double v = static_cast<double>(zr[j + l]);
+                mx[l] = v > mx[l] ? v : mx[l];
+            }
+        for (std::size_t j = full; j < m; ++j) {
+            const double v = static_cast<double>(zr[j]);
+            mx[0] = v > mx[0] ? v : mx[0];
+        }
+        double top = mx[0];
+        for (std::size_t l = 1; l < kLanes; ++l) top = mx[l] > top ? mx[l] : top;
+        for (std::size_t j = 0; j < m; ++j) buf[j] = exp_nonpositive(static_cast<double>(zr[j]) - top);
+        double acc[kLanes] = {};
+        for (std::size_t j = 0; j < full; j += kLanes)
+            for (std::size_t l = 0; l < kLanes; ++l) acc[l] += buf[j + l];
+        for (std::size_t j = full; j < m; ++j) acc[0] += buf[j];
+        const double s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        // NaN or +-inf in the row: s or top is not finite; the row becomes NaN
+        const double inv = std::isfinite(top) && std::isfinite(s) ? 1.0 / s
+                                                                   : std::numeric_limits<double>::quiet_NaN();
+        for (std::size_t j = 0; j < m; ++j) zr[j] = static_cast<T>(buf[j] * inv);
+    }
+}
+
+}  // namespace outspace
+}  // namespace letcc
