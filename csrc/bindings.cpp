@@ -20,6 +20,7 @@
 #include "plan.hpp"
 #include "reinsch.hpp"
 #include "local_gaps.hpp"
+#include "output_space_apply.hpp"
 #include "smoother_rows.hpp"
 #include "thread_pool.hpp"
 
@@ -474,6 +475,8 @@ PYBIND11_MODULE(_core, mod) {
         .def_property_readonly("n", &Plan::n)
         .def_property_readonly("q", &Plan::q)
         .def("apply", &Plan::apply, py::arg("y"), py::arg("out") = py::none(), py::arg("threads") = 0)
+        .def("apply_log", &apply_log_space<Plan>, py::arg("y"), py::arg("check_sums"), py::arg("tol"),
+             py::arg("floor"))  // LeTCC's log output space in one call (output_space_apply.hpp)
         .def("matrix", &Plan::matrix)
         .def("trace", [](const Plan& p) { return smoother_trace(p.factor()); });
     py::class_<DenseOperator>(mod, "DenseOperator")
@@ -481,6 +484,8 @@ PYBIND11_MODULE(_core, mod) {
         .def_property_readonly("n", &DenseOperator::n)
         .def_property_readonly("q", &DenseOperator::q)
         .def("apply", &DenseOperator::apply, py::arg("y"), py::arg("out") = py::none(), py::arg("threads") = 0)
+        .def("apply_log", &apply_log_space<DenseOperator>, py::arg("y"), py::arg("check_sums"), py::arg("tol"),
+             py::arg("floor"))  // LeTCC's log output space in one call (output_space_apply.hpp)
         .def("matrix", &DenseOperator::matrix);
     mod.def("fit", &fit, py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("y"), py::arg("threads") = 0);
     mod.def("evaluate", &evaluate, py::arg("x"), py::arg("g"), py::arg("gamma"), py::arg("xq"), py::arg("nu"),

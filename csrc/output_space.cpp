@@ -104,7 +104,6 @@ bool class_rows(const py::object& obj, py::array& arr, bool& f64, std::size_t& r
 
 template <class T>
 py::object prepare(const py::array& y, std::size_t rows, std::size_t m, bool check_sums, double tol, double floor) {
-    const Passes<T> p = passes<T>();
     const T* yp = static_cast<const T*>(y.data());
     // allocated before the check, so that the GIL is released once (a failed
     // check wastes one allocation; releasing twice cost more at 10 classes)
@@ -113,8 +112,7 @@ py::object prepare(const py::array& y, std::size_t rows, std::size_t m, bool che
     bool ok;
     {
         py::gil_scoped_release release;
-        ok = p.check(yp, rows, m, check_sums, tol);
-        if (ok) p.log(yp, op, rows * m, static_cast<T>(floor));
+        ok = log_prepare_rows(yp, op, rows, m, check_sums, tol, floor);
     }
     if (!ok) return py::none();
     return std::move(out);
@@ -122,15 +120,41 @@ py::object prepare(const py::array& y, std::size_t rows, std::size_t m, bool che
 
 template <class T>
 void softmax(py::array& z, std::size_t rows, std::size_t m) {
-    const Passes<T> p = passes<T>();
     T* zp = static_cast<T*>(z.mutable_data());
     py::gil_scoped_release release;
+    softmax_last_axis_rows(zp, rows, m);
+}
+
+template <class T>
+bool prepare_rows(const T* y, T* out, std::size_t rows, std::size_t m, bool check_sums, double tol, double floor) {
+    const Passes<T> p = passes<T>();
+    if (!p.check(y, rows, m, check_sums, tol)) return false;
+    p.log(y, out, rows * m, static_cast<T>(floor));
+    return true;
+}
+
+template <class T>
+void softmax_rows_tls(T* z, std::size_t rows, std::size_t m) {
     thread_local std::vector<double> buf;
-    if (buf.size() < m) buf.resize(m);
-    p.softmax(zp, rows, m, buf.data());
+    const std::size_t need = outspace::softmax_buffer_size(rows, m);
+    if (buf.size() < need) buf.resize(need);
+    passes<T>().softmax(z, rows, m, buf.data());
 }
 
 }  // namespace
+
+namespace letcc {
+bool log_prepare_rows(const double* y, double* out, std::size_t rows, std::size_t m, bool check_sums, double tol,
+                      double floor) {
+    return prepare_rows<double>(y, out, rows, m, check_sums, tol, floor);
+}
+bool log_prepare_rows(const float* y, float* out, std::size_t rows, std::size_t m, bool check_sums, double tol,
+                      double floor) {
+    return prepare_rows<float>(y, out, rows, m, check_sums, tol, floor);
+}
+void softmax_last_axis_rows(double* z, std::size_t rows, std::size_t m) { softmax_rows_tls<double>(z, rows, m); }
+void softmax_last_axis_rows(float* z, std::size_t rows, std::size_t m) { softmax_rows_tls<float>(z, rows, m); }
+}  // namespace letcc
 
 void register_output_space(py::module_& mod) {
     mod.def(

@@ -17,11 +17,13 @@
 // of a float64 computation, within an ulp of numpy's own float32 log/exp.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace letcc {
 namespace outspace {
@@ -119,34 +121,34 @@ constexpr std::size_t kLanes = 8;
 
 // Whether every entry of the (rows x m) array y is finite and >= 0 and, with
 // check_sums, every row sums to 1 within tol (summed in float64). Stops at the
-// first row that fails.
+// first row that fails. Written as a minimum and a sum per lane (selects and
+// adds, which vectorise): a NaN or an infinity makes the row's float64 sum
+// NaN or infinite, a negative entry the minimum negative. (A row of finite
+// entries whose sum overflows float64 fails too; with check_sums it could not
+// sum to 1 anyway, and without, the caller's own path then takes it.)
 template <class T>
 LETCC_OS_INLINE bool probability_rows(const T* y, std::size_t rows, std::size_t m, bool check_sums, double tol) {
-    constexpr double big = std::numeric_limits<T>::max();
     const std::size_t full = m - m % kLanes;
     for (std::size_t r = 0; r < rows; ++r) {
         const T* yr = y + r * m;
-        double acc[kLanes] = {};
-        int ok[kLanes];
-        for (std::size_t l = 0; l < kLanes; ++l) ok[l] = 1;
+        double acc[kLanes] = {}, mn[kLanes];
+        for (std::size_t l = 0; l < kLanes; ++l) mn[l] = 0.0;
         for (std::size_t j = 0; j < full; j += kLanes)
             for (std::size_t l = 0; l < kLanes; ++l) {
                 const double v = static_cast<double>(yr[j + l]);
                 acc[l] += v;
-                ok[l] &= (v >= 0.0) & (v <= big);  // NaN fails both
+                mn[l] = v < mn[l] ? v : mn[l];
             }
         for (std::size_t j = full; j < m; ++j) {
             const double v = static_cast<double>(yr[j]);
             acc[0] += v;
-            ok[0] &= (v >= 0.0) & (v <= big);
+            mn[0] = v < mn[0] ? v : mn[0];
         }
-        int all = 1;
-        for (std::size_t l = 0; l < kLanes; ++l) all &= ok[l];
-        if (!all) return false;
-        if (check_sums) {
-            const double s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-            if (!(std::fabs(s - 1.0) <= tol)) return false;
-        }
+        const double s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        const double lo = std::min(std::min(std::min(mn[0], mn[1]), std::min(mn[2], mn[3])),
+                                   std::min(std::min(mn[4], mn[5]), std::min(mn[6], mn[7])));
+        if (!(lo >= 0.0) || !std::isfinite(s)) return false;
+        if (check_sums && !(std::fabs(s - 1.0) <= tol)) return false;
     }
     return true;
 }
@@ -154,46 +156,89 @@ LETCC_OS_INLINE bool probability_rows(const T* y, std::size_t rows, std::size_t 
 // out[i] = log(max(y[i], floor)) for i < count (y already checked: finite, >= 0).
 template <class T>
 LETCC_OS_INLINE void log_floor(const T* __restrict y, T* __restrict out, std::size_t count, T floor) {
-    for (std::size_t i = 0; i < count; ++i) {
-        const T v = y[i] > floor ? y[i] : floor;
-        out[i] = static_cast<T>(log_positive(static_cast<double>(v)));
+    if constexpr (std::is_same<T, double>::value) {
+        for (std::size_t i = 0; i < count; ++i) {
+            const double v = y[i] > floor ? y[i] : floor;
+            out[i] = log_positive(v);
+        }
+    } else {
+        // float32: widened in chunks to a float64 buffer, logged there and
+        // rounded back (GCC left the mixed-width loop unvectorised: "control
+        // flow in loop"); the float32 floor widens exactly, so the maximum is
+        // the same value
+        constexpr std::size_t kChunk = 256;
+        double buf[kChunk];
+        const double f = static_cast<double>(floor);
+        for (std::size_t c0 = 0; c0 < count; c0 += kChunk) {
+            const std::size_t n = count - c0 < kChunk ? count - c0 : kChunk;
+            for (std::size_t i = 0; i < n; ++i) {
+                const double v = static_cast<double>(y[c0 + i]);
+                buf[i] = v > f ? v : f;
+            }
+            for (std::size_t i = 0; i < n; ++i) buf[i] = log_positive(buf[i]);
+            for (std::size_t i = 0; i < n; ++i) out[c0 + i] = static_cast<T>(buf[i]);
+        }
     }
 }
 
 // The softmax of every row of the (rows x m) array z, in place: exp(z - max)
-// over the row's sum. buf: m doubles of scratch (the exponentials, so that a
-// float32 result is rounded once). Rows holding a NaN or an infinity come
-// out NaN (the decoder's estimates are finite: its inputs were checked).
+// over the row's sum. buf: softmax_buffer_size(rows, m) doubles of scratch
+// (z widened to float64, so that a float32 result is rounded once; each
+// element's row maximum; the row maxima). The exponentials are one flat pass
+// over all rows: with 10 classes a row is too short for the vector loop, the
+// whole array is not; and every flat loop is float64 only (GCC left the
+// mixed-width ones unvectorised). Rows holding a NaN or an infinity come out
+// NaN (the decoder's estimates are finite: its inputs were checked).
+inline std::size_t softmax_buffer_size(std::size_t rows, std::size_t m) { return 2 * rows * m + rows; }
+
 template <class T>
-LETCC_OS_INLINE void softmax_rows(T* z, std::size_t rows, std::size_t m, double* __restrict buf) {
+LETCC_OS_INLINE void softmax_rows(T* __restrict z, std::size_t rows, std::size_t m, double* __restrict buf) {
     const std::size_t full = m - m % kLanes;
+    const std::size_t count = rows * m;
+    double* __restrict shift = buf + count;
+    double* __restrict top = buf + 2 * count;
+    for (std::size_t i = 0; i < count; ++i) buf[i] = static_cast<double>(z[i]);
     for (std::size_t r = 0; r < rows; ++r) {
-        T* zr = z + r * m;
+        const double* br = buf + r * m;
         double mx[kLanes];
         for (std::size_t l = 0; l < kLanes; ++l) mx[l] = -std::numeric_limits<double>::infinity();
         for (std::size_t j = 0; j < full; j += kLanes)
-            for (std::size_t l = 0; l < kLanes; ++l) {
-                const double v = static_cast<double>(zr[j + l]);
-                mx[l] = v > mx[l] ? v : mx[l];
-            }
-        for (std::size_t j = full; j < m; ++j) {
-            const double v = static_cast<double>(zr[j]);
-            mx[0] = v > mx[0] ? v : mx[0];
-        }
-        double top = mx[0];
-        for (std::size_t l = 1; l < kLanes; ++l) top = mx[l] > top ? mx[l] : top;
-        for (std::size_t j = 0; j < m; ++j) buf[j] = exp_nonpositive(static_cast<double>(zr[j]) - top);
+            for (std::size_t l = 0; l < kLanes; ++l) mx[l] = br[j + l] > mx[l] ? br[j + l] : mx[l];
+        for (std::size_t j = full; j < m; ++j) mx[0] = br[j] > mx[0] ? br[j] : mx[0];
+        double t = mx[0];
+        for (std::size_t l = 1; l < kLanes; ++l) t = mx[l] > t ? mx[l] : t;
+        top[r] = t;
+        double* sr = shift + r * m;
+        for (std::size_t j = 0; j < m; ++j) sr[j] = t;
+    }
+    for (std::size_t i = 0; i < count; ++i) buf[i] = exp_nonpositive(buf[i] - shift[i]);
+    for (std::size_t r = 0; r < rows; ++r) {
+        const double* br = buf + r * m;
         double acc[kLanes] = {};
         for (std::size_t j = 0; j < full; j += kLanes)
-            for (std::size_t l = 0; l < kLanes; ++l) acc[l] += buf[j + l];
-        for (std::size_t j = full; j < m; ++j) acc[0] += buf[j];
+            for (std::size_t l = 0; l < kLanes; ++l) acc[l] += br[j + l];
+        for (std::size_t j = full; j < m; ++j) acc[0] += br[j];
         const double s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-        // NaN or +-inf in the row: s or top is not finite; the row becomes NaN
-        const double inv = std::isfinite(top) && std::isfinite(s) ? 1.0 / s
-                                                                   : std::numeric_limits<double>::quiet_NaN();
-        for (std::size_t j = 0; j < m; ++j) zr[j] = static_cast<T>(buf[j] * inv);
+        // NaN or +-inf in the row: s or its maximum is not finite; the row becomes NaN
+        const double inv = std::isfinite(top[r]) && std::isfinite(s) ? 1.0 / s
+                                                                      : std::numeric_limits<double>::quiet_NaN();
+        T* zr = z + r * m;
+        for (std::size_t j = 0; j < m; ++j) zr[j] = static_cast<T>(br[j] * inv);
     }
 }
 
 }  // namespace outspace
+
+// The passes above as output_space.cpp builds them (one build per instruction
+// set, the one kernel_isa() names runs). No GIL handling: callers release it.
+// log_prepare_rows: the check of probability_rows, then out = log(max(y,
+// floor)); false (out untouched) when the check fails.
+bool log_prepare_rows(const double* y, double* out, std::size_t rows, std::size_t m, bool check_sums, double tol,
+                      double floor);
+bool log_prepare_rows(const float* y, float* out, std::size_t rows, std::size_t m, bool check_sums, double tol,
+                      double floor);
+// softmax_rows with a thread-local scratch buffer.
+void softmax_last_axis_rows(double* z, std::size_t rows, std::size_t m);
+void softmax_last_axis_rows(float* z, std::size_t rows, std::size_t m);
+
 }  // namespace letcc

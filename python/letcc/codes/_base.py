@@ -149,7 +149,9 @@ class Code(ABC):
         rather than F rows of Y."""
         order = avail.argsort(kind="stable")
         srt = avail[order]
-        if not (srt != avail).any():
+        # already ascending? (comparing the bytes: about 0.1 us, where the
+        # elementwise != and .any() took 1-1.7 us of a 7-10 us decode)
+        if srt.tobytes() == avail.tobytes():
             return plan(srt, Y)(Y)
         if permutable and type(Y) is np.ndarray and Y.size >= PERMUTE_MIN_ROW_ITEMS * Y.shape[0]:
             op = plan(srt, None)

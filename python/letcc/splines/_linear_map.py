@@ -22,13 +22,16 @@ from letcc.splines._validation import float_dtype_of
 
 class LinearMap:
     """Base of the compiled maps; subclasses set n, q, _apply (the core's
-    apply(y, out, threads)) and implement _gpu_call(y, out)."""
+    apply(y, out, threads)), _apply_log (the core's apply_log(y, check_sums,
+    tol, floor): the map in LeTCC's log output space, letcc.codes.output_space)
+    and implement _gpu_call(y, out)."""
 
     n: int
     q: int
     _apply: Callable[..., Any]
+    _apply_log: Callable[..., Any]
 
-    __slots__ = ("n", "q", "_apply")
+    __slots__ = ("n", "q", "_apply", "_apply_log")
 
     def __call__(self, y: ArrayLike, out: Optional[Array] = None) -> Array:
         # The compiled fast path takes only a C-contiguous numpy `out`; any

@@ -34,6 +34,7 @@ class DenseOperator(LinearMap):
         self._op = _core.DenseOperator(a)
         self.q, self.n = a.shape
         self._apply = self._op.apply
+        self._apply_log = self._op.apply_log
         self._device_copies: dict = {}
 
     @classmethod

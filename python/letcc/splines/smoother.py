@@ -76,6 +76,7 @@ class SplineSmoother(LinearMap):
         self.q = self.at.shape[0]
         self._plan = _core.Plan(self.x, self.w, self.lam, self.at, self.nu, self.method)
         self._apply = self._plan.apply
+        self._apply_log = self._plan.apply_log
         self._gpu_plan = None
 
     def _at_points(self, at: np.ndarray) -> "SplineSmoother":

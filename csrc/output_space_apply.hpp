@@ -1,0 +1,72 @@
+// A decoder's linear map applied in LeTCC's log output space in one call
+// (Plan.apply_log and DenseOperator.apply_log in bindings.cpp): check that y
+// holds probability rows and take log(max(y, floor)) into scratch, apply the
+// map, take the softmax of the result over its last axis. The same passes as
+// letcc._core.log_prepare / softmax_last_axis (output_space.hpp), without the
+// two extra calls from Python and the log array they hand back and forth,
+// which at 10 classes cost about as much as the passes.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "output_space.hpp"
+
+namespace letcc {
+
+namespace detail_log_apply {
+
+template <class T, class Map>
+pybind11::object run(const Map& map, const pybind11::array& y, std::size_t rows, std::size_t m, bool check_sums,
+                     double tol, double floor) {
+    namespace py = pybind11;
+    const std::size_t count = rows * m;
+    thread_local std::vector<T> scratch;
+    if (scratch.size() < count) scratch.resize(count);
+    bool ok;
+    {
+        py::gil_scoped_release release;
+        ok = log_prepare_rows(static_cast<const T*>(y.data()), scratch.data(), rows, m, check_sums, tol, floor);
+    }
+    if (!ok) return py::none();
+    std::vector<py::ssize_t> shape(y.shape(), y.shape() + y.ndim());
+    shape[0] = static_cast<py::ssize_t>(map.q());
+    py::array_t<T> out(shape);
+    const std::size_t cols = count / static_cast<std::size_t>(map.n());
+    map.template run<T>(scratch.data(), out.mutable_data(), cols, 0);   // releases the GIL itself
+    {
+        py::gil_scoped_release release;
+        softmax_last_axis_rows(out.mutable_data(), static_cast<std::size_t>(map.q()) * cols / m, m);
+    }
+    return std::move(out);
+}
+
+}  // namespace detail_log_apply
+
+// The softmax of map(log(max(y, floor))) along y's first axis, as a new array
+// (q, ...): y a C-contiguous float32/float64 ndarray (n, ..., classes), ndim
+// >= 2, no axis of length 0. None when y's entries fail the check (finite, >=
+// 0 and, with check_sums, rows summing to 1 within tol); False when y is not
+// such an array or its first axis is not n long (the caller's own path then
+// takes it, and says what is wrong).
+template <class Map>
+pybind11::object apply_log_space(const Map& map, const pybind11::object& yobj, bool check_sums, double tol,
+                                 double floor) {
+    namespace py = pybind11;
+    if (!py::isinstance<py::array>(yobj)) return py::bool_(false);
+    py::array y = py::reinterpret_borrow<py::array>(yobj);
+    const bool f64 = py::isinstance<py::array_t<double>>(y);
+    const bool f32 = !f64 && py::isinstance<py::array_t<float>>(y);
+    if (!(f64 || f32) || !(y.flags() & py::array::c_style) || y.ndim() < 2 || y.shape(0) != map.n())
+        return py::bool_(false);
+    const std::size_t m = static_cast<std::size_t>(y.shape(y.ndim() - 1));
+    const std::size_t rows = static_cast<std::size_t>(y.size()) / (m ? m : 1);
+    if (m == 0 || rows == 0) return py::bool_(false);
+    return f64 ? detail_log_apply::run<double>(map, y, rows, m, check_sums, tol, floor)
+               : detail_log_apply::run<float>(map, y, rows, m, check_sums, tol, floor);
+}
+
+}  // namespace letcc
