@@ -42,7 +42,9 @@ The contract, for any R:
 - ``wake()`` (any thread) makes a ``poll()`` in progress return soon, with or
   without events: the server's submit() wakes its dispatcher this way.
 
-Events (``Event.kind``; ``round`` is -1 for those not tied to a round):
+Events (``Event.kind``; ``round`` is -1 for those not tied to a round, and a
+probe's own id, -2 or below, for the replies to ``probe_send``: never a round's,
+so a late probe reply is never read as an answer to a round):
 
     ready       worker is up (payload: (pid,))
     init_error  model_factory() raised in a (re)started worker (payload: (traceback,))
@@ -66,7 +68,7 @@ __all__ = ["Backend", "Event"]
 class Event(NamedTuple):
     kind: str          # ready | init_error | done | cancelled | error | shape | probe | died
     worker: int
-    round: int         # -1 for events not tied to a round (ready, init_error, died)
+    round: int         # -1 for events not tied to a round (ready, init_error, died); <= -2: a probe's
     payload: tuple
     t: float           # time.perf_counter() when the master saw it (done: when the worker finished)
 

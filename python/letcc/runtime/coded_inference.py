@@ -321,14 +321,14 @@ class CodedInference(WorkerPool):
         positions = encode_into(self.code, groups, slots, sent if len(sent) < self.N else None)
         self._backend.set_input_slots(positions)
         rnd.t_encode = time.perf_counter()
-        self._round += 1
-        rnd.id = self._round
-        if probe[0]:
-            self._probe(rnd.id, B, workers if positions is None else sent)
+        if probe[0]:                        # every worker asked, the first answer taken
+            self._probe(B, workers if positions is None else sent)
             before, workers = set(workers), self._backend.ready_workers()
             if positions is not None:       # a worker ready since the encode has no input
                 workers = [j for j in workers if j in before]
             sent = rnd.to_send(workers)
+        self._round += 1
+        rnd.id = self._round
         rnd.workers, rnd.sent = workers, sent
         ready = set(workers)
         rnd.failed = {j: "not ready" for j in range(self.N) if j not in ready}
@@ -436,7 +436,7 @@ class CodedInference(WorkerPool):
                         self._report(errors, j, ev.payload[0])
                     elif ev.kind == "shape":
                         raise ValueError(self._shape_message(j, ev.payload, rnd.B))
-                    else:                       # cancelled / probe reply: not an answer
+                    else:                       # cancelled: not an answer
                         waiter.fail(j, ev.kind)
                 elif ev.kind == "died":
                     self._outstanding[j] = []

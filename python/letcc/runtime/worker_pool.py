@@ -41,6 +41,7 @@ class WorkerPool:
         self._outstanding: dict[int, list] = {j: [] for j in range(self.N)}
         self._carry_errors: dict[int, str] = {}
         self._carry_stale = 0
+        self._probe_id = -1                 # the last probe's id (_probe: -2, -3, ...)
         self._closed = False
         if backend == "local":
             from letcc.runtime.local_backend import LocalBackend
@@ -156,40 +157,51 @@ class WorkerPool:
                                    f"last errors: {self._carry_errors}")
             self._pump(min(left, 0.1))
 
-    def _probe(self, r: int, B: int, workers: list[int]) -> None:
-        """Learn the model's output row shape from one worker (first round of a new input
-        layout): the output slots are sized from it."""
+    def _probe(self, B: int, workers: list[int]) -> None:
+        """Learn the model's output row shape (first round of a new input layout):
+        every worker in `workers` is asked for one row and the first to answer
+        sizes the output slots (a slow or hung worker delays nothing). The probe
+        has an id of its own, negative (-2, -3, ...: no round's, and not the -1
+        of events tied to no round): the other workers' replies come later with
+        it, so a late reply (probe, error or cancelled) is never taken for an
+        answer or a failure of a round; every handler of round events reads
+        ids >= 0 only, and drops these."""
+        self._probe_id -= 1
+        r = self._probe_id
         errors = {}
-        for j in workers:
-            if not self._backend.probe_send(j, r, B):
-                continue
-            end = time.perf_counter() + self.hang_timeout
-            reply = None
-            while reply is None:
-                left = end - time.perf_counter()
-                if left <= 0:
+        waiting = {j for j in workers if self._backend.probe_send(j, r, B)}
+        end = time.perf_counter() + self.hang_timeout
+        found = None
+        while waiting and found is None:
+            left = end - time.perf_counter()
+            if left <= 0:
+                for j in sorted(waiting):
                     self._backend.kill(j)
+                    self._outstanding[j] = []
                     errors[j] = f"no answer within hang_timeout = {self.hang_timeout:g} s"
-                    break
-                for ev in self._backend.poll(left):
-                    if ev.worker == j and ev.round == r and ev.kind in ("probe", "error", "cancelled"):
-                        self._ack(j, r)
-                        reply = ev
-                    elif ev.worker == j and ev.kind == "died":
-                        self._outstanding[j] = []
-                        reply = ev
+                break
+            for ev in self._backend.poll(left):
+                j = ev.worker
+                if found is None and j in waiting and ev.round == r and ev.kind in ("probe", "error", "cancelled"):
+                    self._ack(j, r)
+                    waiting.discard(j)
+                    if ev.kind == "probe":
+                        found = ev
                     else:
-                        self._background_event(ev)
-            if reply is None:
-                continue
-            if reply.kind == "probe":
-                shape, dtype = tuple(reply.payload[0]), reply.payload[1]
-                if not shape or shape[0] != 1:
-                    raise ValueError(f"the model returned shape {shape} for a batch of 1 input on worker {j}: "
-                                     "it must return one output row per input row")
-                self._backend.set_output_layout(shape[1:], dtype, worker=j)
-                return
-            errors[j] = reply.payload[0] if reply.kind == "error" else f"{reply.kind} {reply.payload}"
-        detail = "\n".join(f"worker {j}: {e}" for j, e in errors.items())
+                        errors[j] = ev.payload[0] if ev.kind == "error" else "cancelled (no input)"
+                elif found is None and j in waiting and ev.kind == "died":
+                    self._outstanding[j] = []
+                    waiting.discard(j)
+                    errors[j] = death_text(ev)
+                else:                           # later replies of this batch included
+                    self._background_event(ev)
+        if found is not None:
+            j, shape, dtype = found.worker, tuple(found.payload[0]), found.payload[1]
+            if not shape or shape[0] != 1:
+                raise ValueError(f"the model returned shape {shape} for a batch of 1 input on worker {j}: "
+                                 "it must return one output row per input row")
+            self._backend.set_output_layout(shape[1:], dtype, worker=j)
+            return
+        detail = "\n".join(f"worker {j}: {e}" for j, e in sorted(errors.items()))
         raise RuntimeError(f"the model failed on every worker for inputs of shape {self._backend.input_spec()}:\n"
                            f"{detail}")

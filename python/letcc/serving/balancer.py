@@ -72,9 +72,7 @@ class Balancer:
             for i, req in enumerate(fl.requests):
                 buf[j, i] = req.x
             self._backend.set_input_slots(None)
-            self._round += 1
-            r = self._round
-            self._probe_once(r, b, [j])
+            r = self._new_round_id(b, [j])
         except Exception as exc:
             self._free.append(ring)
             if not fl.copies:

@@ -260,10 +260,14 @@ class Dispatcher(Balancer, WorkerPool):
             self._sized = True
             self._probed = not need_probe       # the Ray backend learns the layout from the answers
 
-    def _probe_once(self, r: int, b: int, workers) -> None:
+    def _new_round_id(self, b: int, workers) -> int:
+        """The next round's id, after probing the output layout if it is still
+        unknown (WorkerPool._probe: every worker asked, the first answer taken)."""
         if not self._probed:
-            self._probe(r, b, workers)
+            self._probe(b, workers)
             self._probed = True
+        self._round += 1
+        return self._round
 
     def _launch_coded(self, reqs: list, workers: list, now: float) -> None:
         K, N = self.K, self.N
@@ -283,9 +287,7 @@ class Dispatcher(Balancer, WorkerPool):
                                     lambda dt: self._backend.input_view(B, shape, dt, ring)[0],
                                     sent if len(sent) < N else None)
             self._backend.set_input_slots(positions)
-            self._round += 1
-            r = self._round
-            self._probe_once(r, B, sent)
+            r = self._new_round_id(B, sent)
             ready = set(self._backend.ready_workers())      # the probe may have lost one
             sent = [j for j in sent if j in ready]
         except Exception as exc:
@@ -347,7 +349,7 @@ class Dispatcher(Balancer, WorkerPool):
                 self._report(None, j, ev.payload[0])
             elif ev.kind == "shape":
                 self._end_coded(fl, (), exc=ValueError(self._shape_text(j, ev.payload, fl.B)))
-            else:                               # cancelled / a probe's reply: not an answer
+            else:                               # cancelled: not an answer
                 waiter.fail(j, ev.kind)
         elif ev.kind == "died":
             self._outstanding[j] = []
