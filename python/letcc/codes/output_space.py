@@ -88,12 +88,10 @@ def is_probability_rows(Y) -> bool:
     if isinstance(Y, np.ndarray):
         r = _core.log_prepare(np.ascontiguousarray(Y), True, PROB_SUM_TOL, LOG_FLOOR)
         return r is not None
-    xp = np
-    if type(Y).__module__.startswith("cupy"):
-        import cupy as xp  # noqa: F811
-    if not bool(xp.isfinite(Y).all() & (Y >= 0).all()):
+    import cupy   # a GPU array of another kind: letcc's codes take torch and CuPy ones
+    if not bool(cupy.isfinite(Y).all() & (Y >= 0).all()):
         return False
-    return bool((xp.abs(Y.astype(xp.float64).sum(-1) - 1.0) <= PROB_SUM_TOL).all())
+    return bool((cupy.abs(Y.astype(cupy.float64).sum(-1) - 1.0) <= PROB_SUM_TOL).all())
 
 
 def log_or_none(Y, strict: bool):

@@ -92,7 +92,9 @@ def letcc_code_for(lam, K: int, N: int, S: int, *, f: Optional[Callable] = None,
         from letcc.codes import lam_defaults
 
         code = LeTCC(K, N)
-        return code, {"lam": "auto", "lam_enc": code.lam_enc, "lam_dec": f"auto: {lam_defaults.DEFAULT_POLICY!r}"}
+        # output_space='auto': a classifier's softmax outputs are decoded in log space with LOG_POLICY
+        return code, {"lam": "auto", "lam_enc": code.lam_enc,
+                      "lam_dec": f"auto: {lam_defaults.DEFAULT_POLICY!r} (log space: {lam_defaults.LOG_POLICY!r})"}
     if lam == "tuned":
         if f is None or calib is None:
             raise ValueError("lam='tuned' needs the model f and calibration images")
