@@ -344,9 +344,8 @@ class LocalBackend(Backend):
         new = np.flatnonzero((self._done_round == self._round) & ~self._reported)
         if new.size:
             self._reported[new] = True
-            r, times = self._round, self._done_time
-            for j in new.tolist():
-                events.append(Event("done", j, r, (), float(times[j])))
+            r = self._round
+            events.extend([Event("done", j, r, (), t) for j, t in zip(new.tolist(), self._done_time[new].tolist())])
 
     def _send(self, j: int, msg) -> bool:
         return self._send_framed(j, frame(pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)))

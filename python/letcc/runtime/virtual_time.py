@@ -193,7 +193,10 @@ class RoundWaiter:
         """Real elapsed time at which decide() may change without a new answer
         (an answer gets confirmed, the deadline passes, a worker hangs); inf if never."""
         dmin = self._min_pending_delay()
-        times = [self.hang_at[j] for j in self.pending if j in self.hang_at]
+        if self._min_pending_hang() > elapsed:       # the usual case: nobody hung, the earliest counts
+            times = [self._hmin] if math.isfinite(self._hmin) else []
+        else:
+            times = [self.hang_at[j] for j in self.pending if j in self.hang_at]
         if math.isfinite(dmin):
             horizon = elapsed + dmin
             unconfirmed = [v for v in self.arrived.values() if horizon < v <= self.deadline]
@@ -204,10 +207,13 @@ class RoundWaiter:
         later = [t for t in times if t > elapsed]
         return min(later) if later else (elapsed if times else math.inf)
 
-    def hung(self, elapsed: float) -> list[int]:
-        """Pending workers past their hang limit."""
+    def _min_pending_hang(self) -> float:
         if self._hmin is None:
             self._hmin = min((self.hang_at.get(j, math.inf) for j in self.pending), default=math.inf)
-        if elapsed < self._hmin:
+        return self._hmin
+
+    def hung(self, elapsed: float) -> list[int]:
+        """Pending workers past their hang limit."""
+        if elapsed < self._min_pending_hang():
             return []
         return sorted(j for j in self.pending if self.hang_at.get(j, math.inf) <= elapsed)

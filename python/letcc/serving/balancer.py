@@ -159,7 +159,7 @@ class Balancer:
         if now >= fl.deadline_at:
             for i, req in enumerate(fl.requests):
                 if req is not None and req.deadline_at <= now:
-                    fl.requests[i] = None
+                    fl.drop(i)
                     self._timeout(req, "(task)")
             if all(r is None for r in fl.requests):
                 self._end_task(fl)

@@ -57,11 +57,14 @@ class Dispatcher(Balancer, WorkerPool):
         self.inbox: deque = deque()
         self.waiting = 0                      # accepted, not dispatched (backpressure)
         self.accepted = 0                     # requests submit() accepted (stats()['accepted'])
-        # set by this thread before it sleeps, read by submit() under `lock`: wake it for a new
-        # request when it could dispatch one, or when the request's deadline comes before the
-        # planned wake-up; a submit that wakes it clears both (one wake-up is enough)
-        self.wake_hungry = True
+        # set by this thread before it sleeps, read by submit() under `lock` (_wake_rule): wake it
+        # when the inbox reaches wake_count requests (a round can leave, a worker has room), or
+        # for a request whose deadline, or batch delay (wake_batch_delay: inf when no round can
+        # leave), ends before wake_before, the planned wake-up; the submit that wakes it clears
+        # them (one wake-up is enough: the whole inbox is taken)
+        self.wake_count = 1
         self.wake_before = math.inf
+        self.wake_batch_delay = math.inf
         self.closing = self.cancel_queued = False
         self.abort = False                    # close()'s timeout passed: fail what is left and stop
         self.errors: deque = deque(maxlen=100)   # (worker, text), most recent last
@@ -100,14 +103,11 @@ class Dispatcher(Balancer, WorkerPool):
                     return
                 now = time.perf_counter()
                 timeout = self._next_due(now)
-                if self._backend.arm(self._answers_wanted()):   # they are in already
+                need = self._answers_wanted()
+                if need and self._backend.arm(need):   # they are in already
                     timeout = 0.0
                 cpu = self._publish(cpu)          # before sleeping: stats() sees what is out
-                with self.lock:                   # what a submit must wake this thread for
-                    if self.inbox:
-                        timeout = 0.0
-                    self.wake_hungry = self._hungry()
-                    self.wake_before = math.inf if timeout is None else now + timeout
+                self._wake_rule(now, timeout)
                 self._events(self._backend.poll(timeout))
                 self._check_flights(time.perf_counter())
                 self._restart()
@@ -119,22 +119,34 @@ class Dispatcher(Balancer, WorkerPool):
     def _answers_wanted(self) -> int:
         """Answers of the latest round to sleep for (LocalBackend.arm: one
         wake-up when they are in, not one per answer): its waiter's
-        answers_needed; 1 for a task (one worker) or when it is over."""
+        answers_needed; 1 for a task (one worker); 0 when it is over (no arm:
+        its late answers, still counted, must not ring)."""
         fl = self._flights.get(self._round)
-        if fl is None or fl.kind == "task":
+        if fl is None:
+            return 0
+        if fl.kind == "task":
             return 1
         return fl.waiter.answers_needed()
 
-    def _hungry(self) -> bool:
-        """Could a new request be dispatched (or start its batch delay) now?
-        Then a submit wakes this thread; otherwise only one with a deadline
-        before the planned wake-up does (the requests are taken from the inbox
-        at the next wake-up anyway)."""
+    def _wake_rule(self, now: float, timeout) -> None:
+        """Before sleeping: which new requests a submit must wake this thread
+        for (those that change what it would do before its planned wake-up).
+        Coded rounds: the one that makes a round of K (with a ring slot free),
+        and the first one's batch delay; tasks: the first, while a worker has
+        room; any request whose deadline comes before the planned wake-up."""
         if not self._free:
-            return False
-        if self.mode == "coded":
-            return True
-        return any(len(q) < self.R for q in self._outstanding.values())
+            count, delay = math.inf, math.inf
+        elif self.mode == "coded":
+            count, delay = max(1, self.K - self._live_queue()), self.max_batch_delay
+        elif any(len(q) < self.R for q in self._outstanding.values()):
+            count, delay = 1, math.inf
+        else:
+            count, delay = math.inf, math.inf
+        with self.lock:
+            if self.inbox:
+                timeout = 0.0
+            self.wake_count, self.wake_batch_delay = count, delay
+            self.wake_before = math.inf if timeout is None else now + timeout
 
     def _publish(self, cpu: float) -> float:
         """Queue depth, flights and this thread's CPU time into the stats."""
@@ -195,18 +207,21 @@ class Dispatcher(Balancer, WorkerPool):
         """Up to n queued requests (oldest first) now running; cancelled ones dropped."""
         out = []
         queue = self._queue
+        taken = 0
         while queue and len(out) < n:
             req = queue.popleft()
             if req.state != "queued":
                 continue
-            with self.lock:
-                self.waiting -= 1
+            taken += 1
             if not req.running and not req.future.set_running_or_notify_cancel():
                 req.state = "done"
                 self.stats.add(cancelled=1)
                 continue
             req.running, req.state = True, "flight"
             out.append(req)
+        if taken:
+            with self.lock:                    # once per round, not per request
+                self.waiting -= taken
         return out
 
     def _live_queue(self) -> int:
@@ -421,7 +436,7 @@ class Dispatcher(Balancer, WorkerPool):
             return
         for i, req in enumerate(fl.requests):
             if req is not None and req.deadline_at <= now:
-                fl.requests[i] = None
+                fl.drop(i)
                 self._timeout(req, f"(round {fl.id}: answers from {arrived or 'no worker'})")
         if all(r is None for r in fl.requests):
             self._end_coded(fl, arrived)

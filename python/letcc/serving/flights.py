@@ -65,12 +65,22 @@ class CodedFlight:
     waiter: object           # RoundWaiter
     retry_ok: bool = True    # may the requests be queued again if no worker answers
     raised: dict = field(default_factory=dict)
+    _deadline: float | None = field(default=None, repr=False)
 
     kind = "coded"
 
     @property
     def deadline_at(self) -> float:
-        return min((r.deadline_at for r in self.requests if r is not None), default=math.inf)
+        """The earliest deadline of its requests (inf: none); cached, it is read every loop."""
+        d = self._deadline
+        if d is None:
+            d = self._deadline = min((r.deadline_at for r in self.requests if r is not None), default=math.inf)
+        return d
+
+    def drop(self, i: int) -> None:
+        """Request i is no longer the flight's (it timed out)."""
+        self.requests[i] = None
+        self._deadline = None
 
     def round_ids(self):
         return (self.id,)
@@ -93,6 +103,7 @@ class TaskFlight:
     copies: list             # Copy
     hedge_at: float = math.inf     # perf_counter when a second copy goes out
     raised: dict = field(default_factory=dict)
+    _deadline: float | None = field(default=None, repr=False)
 
     kind = "task"
 
@@ -102,7 +113,16 @@ class TaskFlight:
 
     @property
     def deadline_at(self) -> float:
-        return min((r.deadline_at for r in self.requests if r is not None), default=math.inf)
+        """The earliest deadline of its requests (inf: none); cached, it is read every loop."""
+        d = self._deadline
+        if d is None:
+            d = self._deadline = min((r.deadline_at for r in self.requests if r is not None), default=math.inf)
+        return d
+
+    def drop(self, i: int) -> None:
+        """Request i is no longer the flight's (it timed out)."""
+        self.requests[i] = None
+        self._deadline = None
 
     def round_ids(self):
         return tuple(c.round for c in self.copies)

@@ -188,9 +188,11 @@ class CodedServer:
             d.waiting += 1
             d.accepted += 1
             d.inbox.append(req)
-            wake = d.wake_hungry or req.deadline_at < d.wake_before
+            # the dispatcher's rule (Dispatcher._wake_rule): does this request change
+            # what it does before it wakes anyway?
+            wake = (len(d.inbox) >= d.wake_count or min(req.deadline_at, t + d.wake_batch_delay) < d.wake_before)
             if wake:                  # the next one needs none: the dispatcher takes the whole inbox
-                d.wake_hungry, d.wake_before = False, -math.inf
+                d.wake_count, d.wake_before = math.inf, -math.inf
         if wake:
             d.backend.wake()
         return fut
