@@ -476,7 +476,7 @@ PYBIND11_MODULE(_core, mod) {
         .def_property_readonly("q", &Plan::q)
         .def("apply", &Plan::apply, py::arg("y"), py::arg("out") = py::none(), py::arg("threads") = 0)
         .def("apply_log", &apply_log_space<Plan>, py::arg("y"), py::arg("check_sums"), py::arg("tol"),
-             py::arg("floor"))  // LeTCC's log output space in one call (output_space_apply.hpp)
+             py::arg("floor"), py::arg("order") = py::none())  // LeTCC's log space in one call (output_space_apply.hpp)
         .def("matrix", &Plan::matrix)
         .def("trace", [](const Plan& p) { return smoother_trace(p.factor()); });
     py::class_<DenseOperator>(mod, "DenseOperator")
@@ -485,7 +485,7 @@ PYBIND11_MODULE(_core, mod) {
         .def_property_readonly("q", &DenseOperator::q)
         .def("apply", &DenseOperator::apply, py::arg("y"), py::arg("out") = py::none(), py::arg("threads") = 0)
         .def("apply_log", &apply_log_space<DenseOperator>, py::arg("y"), py::arg("check_sums"), py::arg("tol"),
-             py::arg("floor"))  // LeTCC's log output space in one call (output_space_apply.hpp)
+             py::arg("floor"), py::arg("order") = py::none())  // LeTCC's log space in one call (output_space_apply.hpp)
         .def("matrix", &DenseOperator::matrix);
     mod.def("fit", &fit, py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("y"), py::arg("threads") = 0);
     mod.def("evaluate", &evaluate, py::arg("x"), py::arg("g"), py::arg("gamma"), py::arg("xq"), py::arg("nu"),

@@ -11,6 +11,9 @@
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "output_space.hpp"
@@ -21,15 +24,24 @@ namespace detail_log_apply {
 
 template <class T, class Map>
 pybind11::object run(const Map& map, const pybind11::array& y, std::size_t rows, std::size_t m, bool check_sums,
-                     double tol, double floor) {
+                     double tol, double floor, const std::int64_t* order) {
     namespace py = pybind11;
     const std::size_t count = rows * m;
-    thread_local std::vector<T> scratch;
+    thread_local std::vector<T> scratch, sorted;
     if (scratch.size() < count) scratch.resize(count);
     bool ok;
     {
         py::gil_scoped_release release;
-        ok = log_prepare_rows(static_cast<const T*>(y.data()), scratch.data(), rows, m, check_sums, tol, floor);
+        const T* src = static_cast<const T*>(y.data());
+        if (order) {
+            // the answers into ascending worker order (row i <- y[order[i]]): the map's columns
+            if (sorted.size() < count) sorted.resize(count);
+            const std::size_t n = static_cast<std::size_t>(map.n()), per = count / n;
+            for (std::size_t i = 0; i < n; ++i)
+                std::memcpy(sorted.data() + i * per, src + static_cast<std::size_t>(order[i]) * per, per * sizeof(T));
+            src = sorted.data();
+        }
+        ok = log_prepare_rows(src, scratch.data(), rows, m, check_sums, tol, floor);
     }
     if (!ok) return py::none();
     std::vector<py::ssize_t> shape(y.shape(), y.shape() + y.ndim());
@@ -48,13 +60,15 @@ pybind11::object run(const Map& map, const pybind11::array& y, std::size_t rows,
 
 // The softmax of map(log(max(y, floor))) along y's first axis, as a new array
 // (q, ...): y a C-contiguous float32/float64 ndarray (n, ..., classes), ndim
-// >= 2, no axis of length 0. None when y's entries fail the check (finite, >=
+// >= 2, no axis of length 0. order: None (y's rows in the map's column order)
+// or an int64 permutation of 0..n-1, the map then taking y[order] (the rows
+// are gathered in the same pass as the check; ValueError for anything else). None when y's entries fail the check (finite, >=
 // 0 and, with check_sums, rows summing to 1 within tol); False when y is not
 // such an array or its first axis is not n long (the caller's own path then
 // takes it, and says what is wrong).
 template <class Map>
 pybind11::object apply_log_space(const Map& map, const pybind11::object& yobj, bool check_sums, double tol,
-                                 double floor) {
+                                 double floor, const pybind11::object& order_obj) {
     namespace py = pybind11;
     if (!py::isinstance<py::array>(yobj)) return py::bool_(false);
     py::array y = py::reinterpret_borrow<py::array>(yobj);
@@ -65,8 +79,25 @@ pybind11::object apply_log_space(const Map& map, const pybind11::object& yobj, b
     const std::size_t m = static_cast<std::size_t>(y.shape(y.ndim() - 1));
     const std::size_t rows = static_cast<std::size_t>(y.size()) / (m ? m : 1);
     if (m == 0 || rows == 0) return py::bool_(false);
-    return f64 ? detail_log_apply::run<double>(map, y, rows, m, check_sums, tol, floor)
-               : detail_log_apply::run<float>(map, y, rows, m, check_sums, tol, floor);
+    const std::int64_t* order = nullptr;
+    py::array_t<std::int64_t, py::array::c_style> ord;
+    if (!order_obj.is_none()) {
+        ord = py::array_t<std::int64_t, py::array::c_style>::ensure(order_obj);
+        if (!ord || ord.ndim() != 1 || ord.shape(0) != map.n())
+            throw py::value_error("order must be a 1-D int64 permutation of the plan's " + std::to_string(map.n()) +
+                                  " rows");
+        std::vector<char> seen(static_cast<std::size_t>(map.n()), 0);
+        for (py::ssize_t i = 0; i < ord.shape(0); ++i) {
+            const std::int64_t v = ord.data()[i];
+            if (v < 0 || v >= map.n() || seen[static_cast<std::size_t>(v)])
+                throw py::value_error("order must be a permutation of 0.." + std::to_string(map.n() - 1) + ", got " +
+                                      std::to_string(v) + " at " + std::to_string(i));
+            seen[static_cast<std::size_t>(v)] = 1;
+        }
+        order = ord.data();
+    }
+    return f64 ? detail_log_apply::run<double>(map, y, rows, m, check_sums, tol, floor, order)
+               : detail_log_apply::run<float>(map, y, rows, m, check_sums, tol, floor, order);
 }
 
 }  // namespace letcc

@@ -209,6 +209,14 @@ def test_one_call_log_space_apply_matches_the_passes(isa, fresh, dtype):
         assert op._apply_log(P * 1.01, False, PROB_SUM_TOL, LOG_FLOOR) is not None   # 'log': no sum test
         for other in (P[:, 0, 0], P[:13], P[:, :, ::2], P.astype(np.int64), [[0.5, 0.5]] * 14):
             assert op._apply_log(other, True, PROB_SUM_TOL, LOG_FLOOR) is False
+        # order: the map takes P[order], gathered in the same call
+        order = rng.permutation(14)
+        inverse = np.argsort(order)
+        assert np.array_equal(op._apply_log(P[inverse], True, PROB_SUM_TOL, LOG_FLOOR, order), got), seed
+        for bad, msg in ((order[:13], "permutation of the plan's 14 rows"), (np.r_[order[:13], order[0]],
+                         r"permutation of 0\.\.13, got \d+ at 13"), (np.r_[order[:13], 14], "got 14 at 13")):
+            with pytest.raises(ValueError, match=msg):
+                op._apply_log(P, True, PROB_SUM_TOL, LOG_FLOOR, bad)
 
 
 def test_consecutive_decodes_in_any_order_of_spaces_match_fresh_codes():

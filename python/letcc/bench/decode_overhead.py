@@ -17,6 +17,15 @@ in arrival order (not sorted), as a caller collecting answers passes them
 reordering; with wide rows the dense decoders permute their columns instead
 of copying the rows, letcc.codes._base.PERMUTE_MIN_ROW_ITEMS).
 
+Those outputs are not probabilities, so the default (output_space='auto')
+decodes them linearly. The "probabilities" columns give the same decodes of
+softmax-like rows (Dirichlet(0.1) over 10 classes, or 10 inputs x 1000
+classes at m = 10000), which the default decodes in log space (the compiled
+check + log, the map, the softmax; letcc.codes.output_space), next to
+output_space='linear' on the same rows; "ascending" lists the answers in
+ascending worker order, where a log-space decode after another runs as one
+compiled call.
+
 Run with ``letcc bench decode`` (or ``python -m letcc.bench.decode_overhead``;
 on the development machine with the BLAS variables unset, as for every
 benchmark here: ``env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE letcc bench
@@ -103,6 +112,8 @@ def main(argv=None, *, default_out: Path = DEFAULT_OUT_DIR) -> Path:
         Y = rng.standard_normal((F, m)).astype(np.float32)
         sets = answer_sets(N, F, n_sets, rng)
         avail = sets[0]
+        classes = min(m, 1000)
+        P = rng.dirichlet(np.full(classes, 0.1), size=(F, m // classes)).astype(np.float32)
         makers = {
             "default": lambda pol: LeTCC(K, N, lam_dec=pol, plan_cache_size=0),
             "fixed": lambda pol: LeTCC(K, N, lam_dec=1e-4, plan_cache_size=0),
@@ -112,6 +123,11 @@ def main(argv=None, *, default_out: Path = DEFAULT_OUT_DIR) -> Path:
         t["default cached"] = best_time(cached_call(LeTCC(K, N), Y, avail))
         t["fixed cached"] = best_time(cached_call(LeTCC(K, N, lam_dec=1e-4), Y, avail))
         t["bacc cached"] = best_time(cached_call(BACC(K, N), Y, avail))
+        t["probs default"] = best_time(cached_call(LeTCC(K, N), P, avail))
+        t["probs linear"] = best_time(cached_call(LeTCC(K, N, output_space="linear"), P, avail))
+        t["probs default asc"] = best_time(cached_call(LeTCC(K, N), P[np.argsort(avail)], sorted(avail)))
+        t["probs linear asc"] = best_time(cached_call(LeTCC(K, N, output_space="linear"), P[np.argsort(avail)],
+                                                      sorted(avail)))
         for name, make in makers.items():
             t[f"{name} new"] = best_time(new_set_call(make, Y, sets))
         # the floor: the decoder matrix of this set already built, columns in arrival order
@@ -127,12 +143,15 @@ def main(argv=None, *, default_out: Path = DEFAULT_OUT_DIR) -> Path:
                      f"{us['fixed cached']:.1f}", f"{us['fixed new']:.1f}",
                      f"{us['bacc cached']:.1f}", f"{us['bacc new']:.1f}",
                      f"{us['numpy']:.1f}",
-                     f"{us['default cached'] / us['numpy']:.1f}x"])
+                     f"{us['default cached'] / us['numpy']:.1f}x",
+                     f"{us['probs default']:.1f} / {us['probs linear']:.1f}",
+                     f"{us['probs default asc']:.1f} / {us['probs linear asc']:.1f}"])
         print(rows[-1])
     table = markdown_table(
         ["(K, N), answers", "m", "LeTCC default, cached (us)", "LeTCC default, new set (us)",
          "LeTCC lam=1e-4, cached (us)", "LeTCC lam=1e-4, new set (us)", "BACC cached (us)", "BACC new set (us)",
-         "numpy M @ Y, M prebuilt (us)", "LeTCC cached / numpy"],
+         "numpy M @ Y, M prebuilt (us)", "LeTCC cached / numpy",
+         "probabilities, cached: default (log space) / linear (us)", "the same, answers ascending (us)"],
         rows)
     print(table)
     notes = __doc__.split("\n\n", 1)[1].rsplit("\n\nRun with", 1)[0]

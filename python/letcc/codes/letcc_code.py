@@ -331,18 +331,19 @@ class LeTCC(Code):
         space = self._space
         if space != "linear":
             # Where the previous decode was in log space (a classifier's
-            # rounds, one after the other), answers listed in ascending order
-            # and the built-in rule's decoders: the check, the log, the map
-            # and the softmax in one compiled call (the log plan is looked up
-            # first; None back means "not probability rows"). A decode of 10
-            # classes is about 5-8 us: the log space was to cost under 10% more.
+            # rounds, one after the other) and the built-in rule's decoders:
+            # the row order, the check, the log, the map and the softmax in
+            # one compiled call (the log plan is looked up first; None back
+            # means "not probability rows"). A decode of 10 classes is about
+            # 5-8 us: the log space was to cost under 10% more.
             if self._set_keyed and type(Y) is np.ndarray and (space == "log" or self.last_output_space == "log"):
-                srt = np.sort(avail)
-                if srt.tobytes() == avail.tobytes():
-                    est = self._plan(srt, None, True)._apply_log(Y, space is None, PROB_SUM_TOL, LOG_FLOOR)
-                    if est is not None and est is not False:
-                        self.last_output_space = "log"
-                        return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
+                order = avail.argsort(kind="stable")
+                srt = avail[order]
+                est = self._plan(srt, None, True)._apply_log(Y, space is None, PROB_SUM_TOL, LOG_FLOOR,
+                                                             None if srt.tobytes() == avail.tobytes() else order)
+                if est is not None and est is not False:
+                    self.last_output_space = "log"
+                    return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
             # Otherwise one compiled pass for numpy: the check ('auto': are
             # these probability rows?) and the log; None: decode Y as it is
             Z = False
