@@ -6,12 +6,14 @@
 // (as dispatch.cpp builds the spline kernels, and for the same reason not
 // with target_clones), and runs the build letcc._core.kernel_isa() names, so
 // set_kernel_isa reaches these passes too. Both release the GIL around the
-// compute, as the plan and dense-operator calls do.
+// compute from kGilReleaseMinElems elements (output_space.hpp says why not
+// below), as the plan and dense-operator calls do.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "dispatch.hpp"
@@ -111,7 +113,8 @@ py::object prepare(const py::array& y, std::size_t rows, std::size_t m, bool che
     T* op = out.mutable_data();
     bool ok;
     {
-        py::gil_scoped_release release;
+        std::optional<py::gil_scoped_release> release;
+        if (rows * m >= kGilReleaseMinElems) release.emplace();
         ok = log_prepare_rows(yp, op, rows, m, check_sums, tol, floor);
     }
     if (!ok) return py::none();
@@ -121,7 +124,8 @@ py::object prepare(const py::array& y, std::size_t rows, std::size_t m, bool che
 template <class T>
 void softmax(py::array& z, std::size_t rows, std::size_t m) {
     T* zp = static_cast<T*>(z.mutable_data());
-    py::gil_scoped_release release;
+    std::optional<py::gil_scoped_release> release;
+    if (rows * m >= kGilReleaseMinElems) release.emplace();
     softmax_last_axis_rows(zp, rows, m);
 }
 

@@ -12,9 +12,12 @@
 // (no libm calls inside the loops, fixed-width partial sums, integer bit
 // tricks in 64-bit lanes only).
 //
-// Arithmetic is float64 for both dtypes (a float32 element is widened, the
-// result rounded once), so a float32 result is the correctly rounded value
-// of a float64 computation, within an ulp of numpy's own float32 log/exp.
+// float64 data: float64 arithmetic (fdlibm's log, a degree-13 exp), within a
+// few ulps of numpy's. float32 data: float32 arithmetic in twice as many
+// lanes (musl's logf, cephes' expf), within an ulp or two of the correctly
+// rounded result (the softmax's argument z - max is rounded to float32 as
+// numpy's float32 softmax rounds it); the check and the row sums are float64
+// for both.
 #pragma once
 
 #include <algorithm>
@@ -115,6 +118,62 @@ LETCC_OS_INLINE double exp_nonpositive(double x) {
     return x < lo ? 0.0 : res;
 }
 
+LETCC_OS_INLINE std::uint32_t bits_of(float x) {
+    std::uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+LETCC_OS_INLINE float from_bits32(std::uint32_t u) {
+    float x;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+// logf(x) for a positive, normal, finite float: musl's logf.c (the same
+// reduction as log_positive, its degree-4 coefficients; error below 1 ulp).
+LETCC_OS_INLINE float log_positive(float x) {
+    constexpr float ln2_hi = 6.9313812256e-01f, ln2_lo = 9.0580006145e-06f;
+    constexpr float Lg1 = 0.66666662693f, Lg2 = 0.40000972152f, Lg3 = 0.28498786688f, Lg4 = 0.24279078841f;
+    const std::uint32_t ix = bits_of(x) + (0x3f800000u - 0x3f3504f3u);
+    const float dk = static_cast<float>(static_cast<std::int32_t>(ix >> 23) - 0x7f);
+    const float f = from_bits32((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+    const float s = f / (2.0f + f);
+    const float z = s * s;
+    const float w = z * z;
+    const float R = z * (Lg1 + w * Lg3) + w * (Lg2 + w * Lg4);
+    const float hfsq = 0.5f * f * f;
+    return s * (hfsq + R) + dk * ln2_lo - hfsq + f + dk * ln2_hi;
+}
+
+// expf(x) for x <= 0: cephes' expf.c (x = k ln2 + r with ln2 split so that
+// k * C1 is exact, a degree-5 minimax polynomial; error about 1 ulp). 2^k is
+// applied in two halves, so that results below the smallest normal float
+// (x < -87.3) come out subnormal as numpy's do; below -104 the result is 0
+// (under float32's smallest subnormal).
+LETCC_OS_INLINE float exp_nonpositive(float x) {
+    constexpr float log2e = 1.44269504088896341f, C1 = 0.693359375f, C2 = -2.12194440e-4f;
+    constexpr float shifter = 12582912.0f;  // 1.5 * 2^23
+    constexpr float lo = -104.0f;
+    const float xc = x < lo ? lo : x;
+    const float t = xc * log2e + shifter;
+    const float kf = t - shifter;           // round(xc / ln2), -150..0
+    const float r = (xc - kf * C1) - kf * C2;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const std::int32_t k = static_cast<std::int32_t>(bits_of(t) - bits_of(shifter));
+    const std::int32_t k1 = k / 2, k2 = k - k1;   // each >= -75: both halves normal
+    const float s1 = from_bits32(static_cast<std::uint32_t>(k1 + 127) << 23);
+    const float s2 = from_bits32(static_cast<std::uint32_t>(k2 + 127) << 23);
+    const float res = (p * s1) * s2;
+    return x < lo ? 0.0f : res;
+}
+
 // Lanes of the partial sums and maxima below: a fixed width, so that a row's
 // sum is the same on every instruction set (and vectorises as one register).
 constexpr std::size_t kLanes = 8;
@@ -153,81 +212,70 @@ LETCC_OS_INLINE bool probability_rows(const T* y, std::size_t rows, std::size_t 
     return true;
 }
 
-// out[i] = log(max(y[i], floor)) for i < count (y already checked: finite, >= 0).
+// out[i] = log(max(y[i], floor)) for i < count (y already checked: finite, >= 0),
+// in y's own precision.
 template <class T>
 LETCC_OS_INLINE void log_floor(const T* __restrict y, T* __restrict out, std::size_t count, T floor) {
-    if constexpr (std::is_same<T, double>::value) {
-        for (std::size_t i = 0; i < count; ++i) {
-            const double v = y[i] > floor ? y[i] : floor;
-            out[i] = log_positive(v);
-        }
-    } else {
-        // float32: widened in chunks to a float64 buffer, logged there and
-        // rounded back (GCC left the mixed-width loop unvectorised: "control
-        // flow in loop"); the float32 floor widens exactly, so the maximum is
-        // the same value
-        constexpr std::size_t kChunk = 256;
-        double buf[kChunk];
-        const double f = static_cast<double>(floor);
-        for (std::size_t c0 = 0; c0 < count; c0 += kChunk) {
-            const std::size_t n = count - c0 < kChunk ? count - c0 : kChunk;
-            for (std::size_t i = 0; i < n; ++i) {
-                const double v = static_cast<double>(y[c0 + i]);
-                buf[i] = v > f ? v : f;
-            }
-            for (std::size_t i = 0; i < n; ++i) buf[i] = log_positive(buf[i]);
-            for (std::size_t i = 0; i < n; ++i) out[c0 + i] = static_cast<T>(buf[i]);
-        }
+    for (std::size_t i = 0; i < count; ++i) {
+        const T v = y[i] > floor ? y[i] : floor;
+        out[i] = log_positive(v);
     }
 }
 
 // The softmax of every row of the (rows x m) array z, in place: exp(z - max)
-// over the row's sum. buf: softmax_buffer_size(rows, m) doubles of scratch
-// (z widened to float64, so that a float32 result is rounded once; each
-// element's row maximum; the row maxima). The exponentials are one flat pass
-// over all rows: with 10 classes a row is too short for the vector loop, the
-// whole array is not; and every flat loop is float64 only (GCC left the
-// mixed-width ones unvectorised). Rows holding a NaN or an infinity come out
-// NaN (the decoder's estimates are finite: its inputs were checked).
-inline std::size_t softmax_buffer_size(std::size_t rows, std::size_t m) { return 2 * rows * m + rows; }
+// over the row's sum, in z's precision (the sum in float64). buf:
+// softmax_buffer_size(rows, m) doubles of scratch (each element's row maximum,
+// the row maxima). The exponentials are one flat pass over all rows (each
+// element minus its row's maximum, spread into buf first): with 10 classes a
+// row is too short for the vector loop, the whole array is not. Rows holding
+// a NaN or an infinity come out NaN (the decoder's estimates are finite: its
+// inputs were checked).
+LETCC_OS_INLINE std::size_t softmax_buffer_size(std::size_t rows, std::size_t m) { return rows * m + rows; }
 
 template <class T>
 LETCC_OS_INLINE void softmax_rows(T* __restrict z, std::size_t rows, std::size_t m, double* __restrict buf) {
     const std::size_t full = m - m % kLanes;
     const std::size_t count = rows * m;
-    double* __restrict shift = buf + count;
-    double* __restrict top = buf + 2 * count;
-    for (std::size_t i = 0; i < count; ++i) buf[i] = static_cast<double>(z[i]);
+    T* __restrict shift = reinterpret_cast<T*>(buf);   // count T's: no more than count doubles
+    double* __restrict top = buf + count;
     for (std::size_t r = 0; r < rows; ++r) {
-        const double* br = buf + r * m;
-        double mx[kLanes];
-        for (std::size_t l = 0; l < kLanes; ++l) mx[l] = -std::numeric_limits<double>::infinity();
+        const T* zr = z + r * m;
+        T mx[kLanes];
+        for (std::size_t l = 0; l < kLanes; ++l) mx[l] = -std::numeric_limits<T>::infinity();
         for (std::size_t j = 0; j < full; j += kLanes)
-            for (std::size_t l = 0; l < kLanes; ++l) mx[l] = br[j + l] > mx[l] ? br[j + l] : mx[l];
-        for (std::size_t j = full; j < m; ++j) mx[0] = br[j] > mx[0] ? br[j] : mx[0];
-        double t = mx[0];
+            for (std::size_t l = 0; l < kLanes; ++l) mx[l] = zr[j + l] > mx[l] ? zr[j + l] : mx[l];
+        for (std::size_t j = full; j < m; ++j) mx[0] = zr[j] > mx[0] ? zr[j] : mx[0];
+        T t = mx[0];
         for (std::size_t l = 1; l < kLanes; ++l) t = mx[l] > t ? mx[l] : t;
-        top[r] = t;
-        double* sr = shift + r * m;
+        top[r] = static_cast<double>(t);
+        T* sr = shift + r * m;
         for (std::size_t j = 0; j < m; ++j) sr[j] = t;
     }
-    for (std::size_t i = 0; i < count; ++i) buf[i] = exp_nonpositive(buf[i] - shift[i]);
+    for (std::size_t i = 0; i < count; ++i) z[i] = exp_nonpositive(static_cast<T>(z[i] - shift[i]));
     for (std::size_t r = 0; r < rows; ++r) {
-        const double* br = buf + r * m;
+        T* zr = z + r * m;
         double acc[kLanes] = {};
         for (std::size_t j = 0; j < full; j += kLanes)
-            for (std::size_t l = 0; l < kLanes; ++l) acc[l] += br[j + l];
-        for (std::size_t j = full; j < m; ++j) acc[0] += br[j];
+            for (std::size_t l = 0; l < kLanes; ++l) acc[l] += static_cast<double>(zr[j + l]);
+        for (std::size_t j = full; j < m; ++j) acc[0] += static_cast<double>(zr[j]);
         const double s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
         // NaN or +-inf in the row: s or its maximum is not finite; the row becomes NaN
         const double inv = std::isfinite(top[r]) && std::isfinite(s) ? 1.0 / s
                                                                       : std::numeric_limits<double>::quiet_NaN();
-        T* zr = z + r * m;
-        for (std::size_t j = 0; j < m; ++j) zr[j] = static_cast<T>(br[j] * inv);
+        const T invT = static_cast<T>(inv);
+        for (std::size_t j = 0; j < m; ++j) zr[j] = zr[j] * invT;
     }
 }
 
 }  // namespace outspace
+
+// Below this many elements the passes run with the GIL held: at 10 classes
+// they take well under a microsecond, and releasing and re-taking the GIL
+// around them cost about as much (apply_log at K = 12, 27 answers, 10
+// classes: 0.93-1.0 us over the plain apply with the GIL released around both
+// passes, 0.73-0.76 us without). From 4096 elements (1-4 us of compute) the
+// GIL is released, as the plan and dense-operator calls release it.
+constexpr std::size_t kGilReleaseMinElems = std::size_t(1) << 12;
 
 // The passes above as output_space.cpp builds them (one build per instruction
 // set, the one kernel_isa() names runs). No GIL handling: callers release it.

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,8 @@ pybind11::object run(const Map& map, const pybind11::array& y, std::size_t rows,
     if (scratch.size() < count) scratch.resize(count);
     bool ok;
     {
-        py::gil_scoped_release release;
+        std::optional<py::gil_scoped_release> release;
+        if (count >= kGilReleaseMinElems) release.emplace();
         const T* src = static_cast<const T*>(y.data());
         if (order) {
             // the answers into ascending worker order (row i <- y[order[i]]): the map's columns
@@ -50,7 +52,8 @@ pybind11::object run(const Map& map, const pybind11::array& y, std::size_t rows,
     const std::size_t cols = count / static_cast<std::size_t>(map.n());
     map.template run<T>(scratch.data(), out.mutable_data(), cols, 0);   // releases the GIL itself
     {
-        py::gil_scoped_release release;
+        std::optional<py::gil_scoped_release> release;
+        if (count >= kGilReleaseMinElems) release.emplace();
         softmax_last_axis_rows(out.mutable_data(), static_cast<std::size_t>(map.q()) * cols / m, m);
     }
     return std::move(out);
