@@ -101,6 +101,7 @@ class LocalBackend(Backend):
         self._wanted[:] = -1
         self._identity_slots = np.arange(self.n, dtype=np.int64)
         self._slots[:] = self._identity_slots
+        self._slots_identity = True      # _slots holds the identity (set_input_slots(None) writes nothing)
         self._done_round[:] = -1
         self._round = -1                 # the latest round submitted
         self._ring_round = np.full(self.ring, -1, dtype=np.int64)   # the round each ring slot holds
@@ -265,8 +266,14 @@ class LocalBackend(Backend):
     def set_input_slots(self, positions) -> None:
         """Which input slot each worker reads from the next task or probe on:
         None = slot j for worker j, else an (N,) array (-1: no input)."""
-        self._positions = None if positions is None else np.asarray(positions, dtype=np.int64).copy()
-        self._slots[:] = self._identity_slots if positions is None else positions
+        if positions is None:
+            if self._positions is not None or not self._slots_identity:
+                self._slots[:] = self._identity_slots
+            self._positions, self._slots_identity = None, True
+            return
+        self._positions = np.asarray(positions, dtype=np.int64).copy()
+        self._slots[:] = positions
+        self._slots_identity = False
 
     def submit(self, r: int, workers, b: int, sleep_s: np.ndarray, ring: int = 0) -> None:
         """Hand round r to `workers` (their slots of ring slot `ring` already hold
@@ -286,8 +293,10 @@ class LocalBackend(Backend):
         self._reported[:] = False
         _core.atomic_store(self._ctl_view, self._bell_word, max(1, len(workers)))
         self._ring_round[ring] = r
-        if len(workers):
-            self._wanted[ring, np.asarray(workers)] = r     # before the message: see worker_main
+        if len(workers) == 1:
+            self._wanted[ring, workers[0]] = r              # before the message: see worker_main
+        elif len(workers):
+            self._wanted[ring, np.asarray(workers)] = r
         # Framed once per distinct message, a fixed binary struct (messages.py), not
         # a pickle: with every worker reading its own slot (positions None) and no
         # per-worker sleep, one message for all (OWN_SLOT), written N times.
@@ -307,13 +316,17 @@ class LocalBackend(Backend):
             self._send_framed(j, data)
 
     def _queued_answers(self, r: int) -> None:
-        new = np.flatnonzero((self._done_round == r) & ~self._reported)
+        mask = self._done_round == r
+        mask &= ~self._reported
+        new = mask.nonzero()[0]
         for j in new.tolist():
             self._queued.append(Event("done", j, r, (), float(self._done_time[j])))
 
     def cancel(self, workers, ring: int = 0) -> None:
         """The round in ring slot `ring` is no longer wanted from `workers`."""
-        if len(workers):
+        if len(workers) == 1:
+            self._wanted[ring, workers[0]] = -1
+        elif len(workers):
             self._wanted[ring, np.asarray(workers)] = -1
 
     def wake(self) -> None:

@@ -94,6 +94,8 @@ class SlotArray:
         # size 0 is not allowed by shm_open/ftruncate users; keep at least one byte
         self._shm = shared_memory.SharedMemory(name=name, create=True, size=max(1, self.spec.nbytes))
         self._flat = _views(self._shm.buf, self.spec)
+        self._cache: dict = {}          # (b, region) -> view: asked for several times a round
+        self._fit = None                # the last (row_shape, dtype) that fits() matched
 
     @property
     def name(self) -> str:
@@ -102,6 +104,9 @@ class SlotArray:
     def view(self, b: int, region: int = 0) -> np.ndarray:
         """Rows 0..b-1 of every slot of `region` as one (n_slots, b, *row_shape)
         array: contiguous, or for fixed slots a strided view."""
+        hit = self._cache.get((b, region))
+        if hit is not None:
+            return hit
         s = self.spec
         if not 0 < b <= s.rows_cap:
             raise ValueError(f"b = {b} rows per slot does not fit the capacity {s.rows_cap}")
@@ -110,17 +115,28 @@ class SlotArray:
         start = region * s.region_items
         if s.fixed:
             block = self._flat[start:start + s.region_items].reshape((s.n_slots, s.rows_cap) + s.row_shape)
-            return block[:, :b]
-        return self._flat[start:start + s.n_slots * b * s.row_items].reshape((s.n_slots, b) + s.row_shape)
+            view = block[:, :b]
+        else:
+            view = self._flat[start:start + s.n_slots * b * s.row_items].reshape((s.n_slots, b) + s.row_shape)
+        self._cache[(b, region)] = view
+        return view
 
     def fits(self, b: int, row_shape, dtype) -> bool:
         s = self.spec
-        return b <= s.rows_cap and tuple(row_shape) == s.row_shape and np.dtype(dtype).str == s.dtype
+        if b > s.rows_cap:
+            return False
+        if self._fit is not None and self._fit == (row_shape, dtype):
+            return True
+        ok = tuple(row_shape) == s.row_shape and np.dtype(dtype).str == s.dtype
+        if ok:
+            self._fit = (row_shape, dtype)
+        return ok
 
     def close(self) -> None:
         """Unmap and unlink (idempotent). Views handed out before must not be used after."""
         shm, self._shm = self._shm, None
         self._flat = None
+        self._cache.clear()
         _release(shm, unlink=True)
 
 

@@ -12,6 +12,7 @@ again (at the front); one whose model raised fails its requests.
 """
 from __future__ import annotations
 
+import heapq
 import math
 import time
 
@@ -41,9 +42,14 @@ class Balancer:
         return [j for _, _, j in out]
 
     def _dispatch_tasks(self, now: float) -> None:
+        # the candidates once, then a heap: the worker a task went to is pushed back
+        # with one more task and its new last use, as _candidates() would order it
+        heap = None
         while self._free and self._live_queue():
-            workers = self._candidates()
-            if not workers:
+            if heap is None:
+                heap = [(len(self._outstanding[j]), self._last_used[j], j) for j in self._candidates()]
+                heapq.heapify(heap)
+            if not heap:
                 if not self._backend.ready_workers():
                     self._backend.restart_dead()
                 return
@@ -51,8 +57,12 @@ class Balancer:
             if not reqs:
                 continue
             fl = TaskFlight(reqs, [])
-            if self._send_copy(fl, workers[0]) is None:
+            load, _, j = heapq.heappop(heap)
+            if self._send_copy(fl, j) is None:
+                heap = None                 # it may have died: ask the backend again
                 continue
+            if load + 1 < self.R:
+                heapq.heappush(heap, (load + 1, self._last_used[j], j))
             if self._hedged:
                 fl.hedge_at = fl.copies[0].t0 + self._window.threshold()
             st = self.stats
@@ -79,8 +89,10 @@ class Balancer:
                 for req in fl.requests:
                     self._resolve(req, exc=exc)
             return None
-        sleep = np.zeros(self.N)
-        if self._draw is not None:
+        if self._draw is None:
+            sleep = self._zeros
+        else:
+            sleep = np.zeros(self.N)
             sleep[j] = float(np.asarray(self._draw(self.N, self._rng), dtype=np.float64)[j])
         t0 = time.perf_counter()
         self._backend.submit(r, [j], b, sleep, ring)

@@ -1,10 +1,12 @@
-"""The output-layout probe takes the first worker to answer, and its late replies
-are never read as answers (or failures) of a round.
+"""The dispatcher against a scripted backend: the output-layout probe takes the
+first worker to answer and its late replies are never read as answers (or
+failures) of a round; submit() wakes the dispatcher only for a request that
+changes what it would do before its planned wake-up.
 
 Deterministic with events: a scripted backend (ScriptedBackend, in place of the
 local one) hands the dispatcher exactly the events the test puts in, in that
 order; the test waits for what the dispatcher did (probes sent, a round
-submitted), never for a time to pass.
+submitted, a sleep begun), never for a time to pass.
 """
 from __future__ import annotations
 
@@ -38,8 +40,10 @@ class ScriptedBackend(Backend):
         self.n, self.ring = n_workers, rounds_in_flight
         self.events: queue.Queue = queue.Queue()
         self.probes: list = []            # (worker, probe id)
-        self.submitted: list = []         # (round, workers, b, ring)
+        self.submitted: list = []         # (round, workers, b, ring, sleeps before it)
         self.cancelled: list = []
+        self.wakes = 0
+        self.sleeps: list = []            # the timeout of every poll() that found nothing to return
         self.changed = threading.Condition()
         self.inp = self.out = None
         self.positions = None
@@ -57,7 +61,7 @@ class ScriptedBackend(Backend):
 
     def answer(self, j, r):
         """Worker j computes round r from its input slot (the round's ring slot) and answers."""
-        _, workers, b, ring = next(s for s in self.submitted if s[0] == r)
+        _, workers, b, ring, _ = next(s for s in self.submitted if s[0] == r)
         slot = j if self.positions is None else int(self.positions[j])
         self.out[ring, j, :b] = f_ref(self.inp[ring, slot, :b])
         self.reply("done", j, r)
@@ -106,18 +110,21 @@ class ScriptedBackend(Backend):
         self.out = np.zeros((self.ring, self.n, self.inp.shape[2]) + tuple(row_shape), dtype=dtype)
 
     def submit(self, r, workers, b, sleep_s, ring=0):
-        self._note(self.submitted, (r, list(workers), b, ring))
+        self._note(self.submitted, (r, list(workers), b, ring, len(self.sleeps)))
 
     def cancel(self, workers, ring=0):
         self.cancelled.append((list(workers), ring))
 
     def wake(self):
+        self.wakes += 1
         self.events.put(None)
 
     def arm(self, answers):
         return False
 
     def poll(self, timeout):
+        if self.events.empty():
+            self._note(self.sleeps, timeout)
         try:
             first = self.events.get(timeout=None if timeout is None else max(timeout, 0.0))
         except queue.Empty:
@@ -157,7 +164,7 @@ def test_the_probe_takes_the_first_answer_and_late_probe_replies_are_no_round_an
         # worker 5 answers the probe first; worker 0 (asked first) has not: the round goes anyway
         be.reply("probe", 5, pid, (1, 3), "<f8")
         be.wait_for(lambda: len(be.submitted) == 1, "the round submitted without waiting for worker 0")
-        r, workers, b, _ = be.submitted[0]
+        r, workers, b, _, _ = be.submitted[0]
         assert workers == list(range(N)) and b == 1 and r != pid and be.out_ref == (5, (3,), "<f8")
         # the other workers' late probe replies, of every kind, interleaved with the answers
         be.reply("probe", 0, pid, (1, 3), "<f8")
@@ -195,3 +202,48 @@ def test_the_probe_fails_only_when_every_worker_failed_it(scripted_backend, rng)
                                                    r"bad input on 0(.|\n)*worker 3: cancelled"):
                 f.result(WAIT)
         assert be.submitted == []
+
+
+def test_submit_wakes_the_dispatcher_only_when_the_request_changes_what_it_does(scripted_backend, rng):
+    K, N = 4, 8
+    code = letcc.LeTCC(K, N)
+    X = rng.random((K + 2, D))
+    with CodedServer(lambda: None, code, max_batch_delay=1e6, hang_timeout=1e6, wait_for=N) as s:
+        be = ScriptedBackend.last
+
+        def asleep_after(n, what):
+            be.wait_for(lambda: len(be.sleeps) > n, what)
+            return len(be.sleeps)
+
+        n = asleep_after(0, "the dispatcher idle")
+        futs = [s.submit(X[0])]              # the first: its batch delay must be scheduled
+        assert be.wakes == 1
+        n = asleep_after(n, "asleep until the batch delay")
+        assert 1e5 < be.sleeps[-1] <= 1e6
+        futs += [s.submit(x) for x in X[1:K - 1]]
+        assert be.wakes == 1                 # nothing to do before the batch delay: no wake-up
+        futs.append(s.submit(X[K - 1]))      # the K-th: a round can leave
+        assert be.wakes == 2
+        be.wait_for(lambda: len(be.probes) == N, "the round's probe")
+        be.reply("probe", 3, be.probes[0][1], (1, 3), "<f8")
+        be.wait_for(lambda: len(be.submitted) == 1, "the round submitted")
+        r = be.submitted[0][0]
+        asleep_after(be.submitted[0][4], "asleep with the round in flight")
+        extra = s.submit(X[K])               # no ring slot free (one round in flight): no wake-up
+        assert be.wakes == 2
+        late = s.submit(X[K + 1], deadline=1e3)   # its deadline comes before the planned wake-up
+        assert be.wakes == 3
+        for j in range(N):
+            be.answer(j, r)
+        got = np.stack([f.result(WAIT) for f in futs])
+        more = [s.submit(x) for x in X[:K - 2]]   # with the two waiting: a round of K
+        be.wait_for(lambda: len(be.submitted) == 2, "the second round")
+        r2 = be.submitted[1][0]
+        for j in range(N):
+            be.answer(j, r2)
+        rest = [f.result(WAIT) for f in [extra, late] + more]
+    coded = np.asarray(code.encode(X[:K].reshape(1, K, D).swapaxes(0, 1)))
+    Y = np.stack([f_ref(coded[j]) for j in range(N)])
+    want = np.asarray(code.decode(Y, np.arange(N))).swapaxes(0, 1).reshape(K, -1)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    assert all(y.shape == (3,) for y in rest)
