@@ -95,10 +95,12 @@ development models (c from 0 to 1.7e-5 tied; 5.6e-4 and 5.6e-3 lost both metrics
 **What it costs** (table "Decode time"): the check, the log and the softmax are compiled
 (csrc/output_space.hpp), and after a log-space decode the next one with the answers in ascending order runs
 them and the decoder's map in one call (csrc/output_space_apply.hpp). At 10 classes a default decode is
-within 10% of the linear default before this change (commit b95688b) side by side, partly because the
+within 10% of the linear default before this change (commit b95688b) side by side (0.89-1.00x here,
+0.86-1.08x across five other side-by-side runs on this shared machine), partly because the
 decode path shared by both spaces got cheaper (comparing the answering set's bytes instead of an elementwise
 test); against the linear space now it costs about 1.2-1.3x. At 1000 classes the log and the exponentials
-dominate: 2.2-3.2x (this run and a side-by-side one). A caller who wants the linear decoder passes `output_space="linear"`; a lam or policy of
+dominate: 2.0-2.2x here, 3.4-4.5x for 10 inputs x 1000 classes per answer
+(bench/results/decode_overhead.md). A caller who wants the linear decoder passes `output_space="linear"`; a lam or policy of
 the caller's own (such as `relacc-cal` here) also decodes linearly under `auto`, since it was chosen on
 linear decodes.
 """

@@ -336,6 +336,7 @@ class LeTCC(Code):
             # one compiled call (the log plan is looked up first; None back
             # means "not probability rows"). A decode of 10 classes is about
             # 5-8 us: the log space was to cost under 10% more.
+            Z = False
             if self._set_keyed and type(Y) is np.ndarray and (space == "log" or self.last_output_space == "log"):
                 order = avail.argsort(kind="stable")
                 srt = avail[order]
@@ -344,10 +345,10 @@ class LeTCC(Code):
                 if est is not None and est is not False:
                     self.last_output_space = "log"
                     return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
+                Z = est        # None: checked, not probability rows; False: not taken
             # Otherwise one compiled pass for numpy: the check ('auto': are
             # these probability rows?) and the log; None: decode Y as it is
-            Z = False
-            if type(Y) is np.ndarray:
+            if Z is False and type(Y) is np.ndarray:
                 Z = _core.log_prepare(Y, space is None, PROB_SUM_TOL, LOG_FLOOR)
             if Z is False or (Z is None and space == "log"):
                 Z = log_or_none(Y, strict=space == "log")
