@@ -131,7 +131,7 @@ class RayBackend(Backend):
         self._buf = None
         self._positions = None          # set_input_slots
         self._round = -1
-        self._refs: dict = {}            # ObjectRef -> (worker, round, ring slot)
+        self._refs: dict = {}            # ObjectRef -> (worker, round, ring slot, rows b)
         self._pings: dict = {}           # ObjectRef -> worker
         self._results: dict = {}         # (worker, ring slot) -> (round, y)
         self._state = ["starting"] * self.n
@@ -187,7 +187,7 @@ class RayBackend(Backend):
         """Kill a hung actor; Ray restarts it (max_restarts)."""
         self._ray.kill(self._actors[j], no_restart=False)
         self._state[j] = "dead"
-        for ref, (w, _, _) in list(self._refs.items()):
+        for ref, (w, *_) in list(self._refs.items()):
             if w == j:
                 del self._refs[ref]
 
@@ -234,7 +234,7 @@ class RayBackend(Backend):
             # can be reused next round)
             row = self._buf[j if pos is None else int(pos[j])]
             ref = self._actors[j].compute.remote(r, row, float(sleep_s[j]), self._chunk_rows)
-            self._refs[ref] = (j, r, ring)
+            self._refs[ref] = (j, r, ring, b)
 
     def arm(self, answers: int) -> bool:
         """(LocalBackend.arm) ray.wait wakes per answer here; nothing to arm."""
@@ -286,7 +286,7 @@ class RayBackend(Backend):
                     self._state[j] = "dead"
                     events.append(Event("died", j, -1, (None, self._pids[j], _first_line(exc)), t))
                 continue
-            j, r, ring = self._refs.pop(ref)
+            j, r, ring, b = self._refs.pop(ref)
             try:
                 msg = ray.get(ref)
             except self._RayActorError as exc:
@@ -302,9 +302,10 @@ class RayBackend(Backend):
                 y = np.asarray(msg[2])
                 if self._out_ref is None:
                     self._out_ref = (j, tuple(y.shape[1:]), y.dtype.str)
-                rows = self._buf.shape[1] if self._buf is not None else y.shape[0]
-                if y.shape[1:] != self._out_ref[1] or y.shape[0] != rows or y.dtype.str != self._out_ref[2]:
-                    events.append(Event("shape", j, r, (tuple(y.shape), y.dtype.str, rows), t))
+                # the rows of the call this answers (rounds in flight may differ in b: the
+                # buffer's b is the latest round's)
+                if y.shape[1:] != self._out_ref[1] or y.shape[0] != b or y.dtype.str != self._out_ref[2]:
+                    events.append(Event("shape", j, r, (tuple(y.shape), y.dtype.str, b), t))
                     continue
                 held = self._results.get((j, ring))
                 if held is None or held[0] < r:     # a late older answer never replaces a newer one

@@ -82,7 +82,7 @@ class Balancer:
             for i, req in enumerate(fl.requests):
                 buf[j, i] = req.x
             self._backend.set_input_slots(None)
-            r = self._new_round_id(b, [j])
+            r = self._new_round_id(b, self._backend.ready_workers())   # the probe: whoever answers first
         except Exception as exc:
             self._free.append(ring)
             if not fl.copies:
