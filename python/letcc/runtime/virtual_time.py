@@ -59,9 +59,12 @@ class RoundWaiter:
     count : int or None, "the first `count` answers" (None: no count rule)
     deadline : float or None, seconds after dispatch
     hang_at : {worker: elapsed seconds after which a silent worker is hung}
+    may_complete : whether ``code.is_complete`` holds for the workers that can
+        count (dispatched, not never), if the caller knows it (None: asked here)
     """
 
-    def __init__(self, code, dispatched, delays, never, count=None, deadline=None, hang_at=None):
+    def __init__(self, code, dispatched, delays, never, count=None, deadline=None, hang_at=None,
+                 may_complete=None):
         self.code = code
         self.delays = np.asarray(delays, dtype=np.float64)
         self.count = count
@@ -73,12 +76,16 @@ class RoundWaiter:
         self.failed: dict[int, str] = {}        # worker -> reason
         self._order: list = []                  # (virtual time, worker), ascending
         self._memo: dict = {}
+        self._failed: dict = {}                 # rule -> the largest set seen failing it
         # min delay / hang time over pending (None: recompute); asked several
         # times per event, pending only changes in _leave()
         self._dmin: float | None = None
         self._hmin: float | None = None
-        # is_complete is monotone: if all workers still in the race cannot complete, no subset can
-        self._may_complete = bool(self.pending) and bool(code.is_complete(sorted(self.pending)))
+        # is_complete is monotone: if all workers still in the race cannot complete, no subset
+        # can; may_complete: that answer for these pending workers, known to the caller
+        if may_complete is None:
+            may_complete = bool(self.pending) and bool(code.is_complete(sorted(self.pending)))
+        self._may_complete = bool(may_complete)
         # a code whose is_complete holds for all N workers only (LeTCC, BACC,
         # Uncoded) can complete only once every pending worker has answered
         self._complete_needs_all = bool(getattr(code, "complete_needs_every_worker", False))
@@ -130,11 +137,21 @@ class RoundWaiter:
         return elapsed + self._min_pending_delay()
 
     def _holds(self, rule, workers) -> bool:
-        key = (rule, frozenset(workers))
+        members = frozenset(workers)
+        key = (rule, members)
         hit = self._memo.get(key)
         if hit is None:
-            fn = self.code.can_decode if rule == "count" else self.code.is_complete
-            hit = self._memo[key] = bool(fn(list(workers)))
+            # monotone rules: a subset of a set that failed fails too (the prefix
+            # search asks mostly subsets of the last decide's failing prefix)
+            failed = self._failed.get(rule)
+            if failed is not None and members <= failed:
+                hit = False
+            else:
+                fn = self.code.can_decode if rule == "count" else self.code.is_complete
+                hit = bool(fn(list(workers)))
+                if not hit and (failed is None or len(members) >= len(failed)):
+                    self._failed[rule] = members
+            self._memo[key] = hit
         return hit
 
     def decodable(self, workers) -> bool:

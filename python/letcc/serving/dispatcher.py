@@ -81,6 +81,7 @@ class Dispatcher(Balancer, WorkerPool):
         self._probed = False
         self._sized = False
         self._round = 0                       # the last round id used (ids increase)
+        self._complete_sets: dict = {}        # frozenset of workers -> code.is_complete (_may_complete)
         super().__init__(backend, model_factory, devices, threads_per_worker, start_method=start_method,
                          chunk_rows=chunk_rows, ray_options=ray_options, rounds_in_flight=ring)
         self._init_balancer(scheme)
@@ -275,6 +276,17 @@ class Dispatcher(Balancer, WorkerPool):
             self._sized = True
             self._probed = not need_probe       # the Ray backend learns the layout from the answers
 
+    def _may_complete(self, sent, never) -> bool:
+        """code.is_complete of the workers of a round that can count, asked of the
+        code once per such set (the same set, usually all N, round after round)."""
+        key = frozenset(j for j in sent if not never[j])
+        hit = self._complete_sets.get(key)
+        if hit is None:
+            if len(self._complete_sets) > 256:
+                self._complete_sets.clear()
+            hit = self._complete_sets[key] = bool(key) and bool(self.code.is_complete(sorted(key)))
+        return hit
+
     def _new_round_id(self, b: int, workers) -> int:
         """The next round's id, after probing the output layout if it is still
         unknown (WorkerPool._probe: every worker asked, the first answer taken)."""
@@ -320,7 +332,8 @@ class Dispatcher(Balancer, WorkerPool):
             queue.append((r, t0))
             e = extra[j]
             hang_at[j] = (queue[0][1] - t0) + (e if math.isfinite(e) else 0.0) + hang
-        waiter = RoundWaiter(self.code, sent, self._zeros, never, self._count, None, hang_at)
+        waiter = RoundWaiter(self.code, sent, self._zeros, never, self._count, None, hang_at,
+                             may_complete=self._may_complete(sent, never))
         self._flights[r] = CodedFlight(r, ring, reqs, B, t0, sent, waiter, retry_ok=True)
         st = self.stats
         with st.lock:                   # one lock per round
