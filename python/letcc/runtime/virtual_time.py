@@ -67,6 +67,7 @@ class RoundWaiter:
                  may_complete=None):
         self.code = code
         self.delays = np.asarray(delays, dtype=np.float64)
+        self._dlist = self.delays.tolist()      # per-worker reads without numpy scalars
         self.count = count
         self.deadline = math.inf if deadline is None else float(deadline)
         self.pending = {int(j) for j in dispatched if not never[j]}
@@ -96,7 +97,7 @@ class RoundWaiter:
         if j not in self.pending:
             return False
         self._leave(j)
-        v = elapsed + float(self.delays[j])
+        v = elapsed + self._dlist[j]
         self.arrived[j] = v
         bisect.insort(self._order, (v, j))
         return True
@@ -111,9 +112,13 @@ class RoundWaiter:
             self.failed.setdefault(j, reason)
 
     def _leave(self, j: int) -> None:
-        """Worker j is no longer pending: forget the minima cached over the pending set."""
+        """Worker j is no longer pending: forget the minima cached over the pending
+        set that j may have held (a larger value leaves the minimum as it was)."""
         self.pending.discard(j)
-        self._dmin = self._hmin = None
+        if self._dmin is not None and self._dlist[j] <= self._dmin:
+            self._dmin = None
+        if self._hmin is not None and self.hang_at.get(j, math.inf) <= self._hmin:
+            self._hmin = None
 
     def answers_needed(self) -> int:
         """At least how many more answers decide() needs before it can end the
@@ -129,7 +134,7 @@ class RoundWaiter:
 
     def _min_pending_delay(self) -> float:
         if self._dmin is None:
-            self._dmin = float(min((self.delays[j] for j in self.pending), default=math.inf))
+            self._dmin = float(min((self._dlist[j] for j in self.pending), default=math.inf))
         return self._dmin
 
     def horizon(self, elapsed: float) -> float:
