@@ -37,6 +37,7 @@ struct Avx512 {
     using V = __m512d;
     using Mask = __mmask8;
     static constexpr std::size_t kLanes = 8;
+    static constexpr int kRegisters = 32;
     LETCC_WALK_FN static V set1(double x) { return _mm512_set1_pd(x); }
     LETCC_WALK_FN static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
     LETCC_WALK_FN static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
