@@ -31,6 +31,24 @@
 // - The next tile's rows are prefetched one cache line every few vectors of
 //   the evaluation loop, spread evenly over the back substitution and
 //   evaluation instead of coming in bursts (plan_walk::set_prefetch_pace).
+//
+// With 32 vector registers (AVX-512, kWideRegisters) two wider loops: the
+// forward substitution four knots per loop (forward_four: six rows widened for
+// four knots instead of eight) and the first query of each of a back step's
+// two intervals evaluated inside that step's loop (back_two_fused: gamma from
+// registers, the two queries' shared input row widened once). On an Intel
+// Xeon (two 512-bit FMA pipes) at n = K = 64, float32, the walk is bound by
+// its port 0/5 work, where float32 widening and narrowing (vcvtps2pd,
+// vcvtpd2ps: two uops each there) cost as much as the 14 FMAs a knot-vector
+// needs: these loops cut that work and the loads, 0.82-0.85x the time in
+// cache and at full size. Tried there and not kept (slower or no better,
+// side by side): forming each interval's first query's y terms in the
+// forward pass and storing them (1.3x slower: another float64 row per query
+// through L2), a walk taking 16-column strips through all three passes with
+// z and gamma in registers (1.1-1.2x slower), the evaluation's gamma terms
+// in reverse order (to shorten its dependency on the back substitution: no
+// change), tiles of 64-512 columns (224 as fast as any) and prefetching two
+// tiles ahead or with other hints (no better).
 #if !defined(LETCC_WALK_FN) || !defined(LETCC_WALK_ENTRY)
 #error "plan_walk_isa.hpp is included by kernels_avx2.hpp and kernels_avx512.hpp only"
 #endif
