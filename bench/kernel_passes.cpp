@@ -30,6 +30,8 @@
 //                  as it was before them (EvalWork::kFullUnfused), side by side;
 //   clock_ghz      a chain of dependent integer adds (one per cycle on any
 //                  x86-64 core): the clock this core ran at;
+//   clock_ghz_512  the same chain beside independent 512-bit FMAs: the clock
+//                  while 512-bit arithmetic runs (0 without AVX-512);
 //   fma*_per_cycle independent 256- and 512-bit float64 FMAs per cycle (the
 //                  core's FMA pipes of each width).
 //
@@ -118,6 +120,35 @@ double clock_ghz(int rounds) {
 LETCC_FMA_THROUGHPUT(fma256_per_second, "avx2,fma", __m256d, _mm256_set1_pd, _mm256_fmadd_pd)
 #if defined(LETCC_HAVE_AVX512_KERNEL)
 LETCC_FMA_THROUGHPUT(fma512_per_second, "avx512f", __m512d, _mm512_set1_pd, _mm512_fmadd_pd)
+
+// clock_ghz's chain of adds with eight independent 512-bit FMAs beside every
+// sixteen adds (off the chain, half the FMA pipes busy): the clock the core
+// runs at while it executes 512-bit arithmetic, which some Intel cores lower
+// (on the AVX-512 Xeon: 3.13-3.18 GHz against 3.38-3.48 without).
+__attribute__((target("avx512f"))) double clock_ghz_512(int rounds) {
+    const long iters = 5'000'000;
+    double best = 1e300;
+    for (int r = 0; r < rounds; ++r) {
+        const __m512d b = _mm512_set1_pd(0.999999), c = _mm512_set1_pd(1e-9);
+        __m512d a0 = _mm512_set1_pd(1.0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        long x = 0, one = 1;
+        const double t0 = now();
+        for (long i = 0; i < iters; ++i) {
+            asm volatile("add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+                         "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+                         "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+                         "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0"
+                         : "+r"(x)
+                         : "r"(one));
+            a0 = _mm512_fmadd_pd(a0, b, c), a1 = _mm512_fmadd_pd(a1, b, c), a2 = _mm512_fmadd_pd(a2, b, c);
+            a3 = _mm512_fmadd_pd(a3, b, c), a4 = _mm512_fmadd_pd(a4, b, c), a5 = _mm512_fmadd_pd(a5, b, c);
+            a6 = _mm512_fmadd_pd(a6, b, c), a7 = _mm512_fmadd_pd(a7, b, c);
+            asm volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7));
+        }
+        best = std::min(best, now() - t0);
+    }
+    return 16.0 * static_cast<double>(iters) / best * 1e-9;
+}
 #endif
 #undef LETCC_FMA_THROUGHPUT
 
@@ -328,15 +359,18 @@ int main(int argc, char** argv) {
     set_plan_kernel("auto");
     const double ghz = clock_ghz(std::min(rounds, 5));
     const double fma256 = fma256_per_second(std::min(rounds, 5)) * 1e-9 / ghz;
-    double fma512 = 0.0;
+    double fma512 = 0.0, ghz512 = 0.0;
 #if defined(LETCC_HAVE_AVX512_KERNEL)
-    if (has512) fma512 = fma512_per_second(std::min(rounds, 5)) * 1e-9 / ghz;
+    if (has512) {
+        fma512 = fma512_per_second(std::min(rounds, 5)) * 1e-9 / ghz;
+        ghz512 = clock_ghz_512(std::min(rounds, 5));
+    }
 #endif
 
     std::printf("{\"avx2\": true, \"avx512\": %s, \"n\": %ld, \"m\": %zu, \"tile_width\": %zu, "
-                "\"clock_ghz\": %.4f, \"fma256_per_cycle\": %.3f, \"fma512_per_cycle\": %.3f, "
-                "\"cache_columns\": %zu, \"kernels\": {",
-                has512 ? "true" : "false", static_cast<long>(n), m, tw, ghz, fma256, fma512, mc);
+                "\"clock_ghz\": %.4f, \"clock_ghz_512\": %.4f, \"fma256_per_cycle\": %.3f, "
+                "\"fma512_per_cycle\": %.3f, \"cache_columns\": %zu, \"kernels\": {",
+                has512 ? "true" : "false", static_cast<long>(n), m, tw, ghz, ghz512, fma256, fma512, mc);
     for (std::size_t ki = 0; ki < kernels.size(); ++ki) {
         std::printf("%s\"%s\": {", ki ? ", " : "", kernels[ki].c_str());
         bool first = true;
