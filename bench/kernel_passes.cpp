@@ -25,8 +25,15 @@
 //                  stays in cache (the input still comes from memory);
 //   cache_eval_*   the in-cache walk with the evaluation's loop replaced by
 //                  one part of its work (see EvalWork in csrc/plan_walk.hpp);
+//   *_unfused_s    for a kernel with wide-register loops (AVX-512), the
+//                  in-cache tile and the full size on 2 threads on the walk
+//                  as it was before them (EvalWork::kFullUnfused), side by side;
 //   clock_ghz      a chain of dependent integer adds (one per cycle on any
-//                  x86-64 core): the clock this core ran at.
+//                  x86-64 core): the clock this core ran at;
+//   clock_ghz_512  the same chain beside independent 512-bit FMAs: the clock
+//                  while 512-bit arithmetic runs (0 without AVX-512);
+//   fma*_per_cycle independent 256- and 512-bit float64 FMAs per cycle (the
+//                  core's FMA pipes of each width).
 //
 // Usage: kernel_passes N M ROUNDS [KERNELS]   (KERNELS: comma-separated, default
 // avx2,avx512; a kernel this CPU cannot run is left out and reported false)
@@ -42,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include <immintrin.h>
 #include <sys/mman.h>
 
 #include "dispatch.hpp"
@@ -64,20 +72,85 @@ double seconds(const std::function<void()>& f) {
     return now() - t0;
 }
 
+// A chain of dependent register-register adds: one per cycle on any x86-64
+// core. (Not add-immediate: Intel's Golden Cove and later cores fold chains of
+// those in the renamer; on an AVX-512 Xeon that read 17.7 GHz.)
 double clock_ghz(int rounds) {
     const long iters = 20'000'000;
     double best = 1e300;
     for (int r = 0; r < rounds; ++r) {
         best = std::min(best, seconds([&] {
-            long x = 0;
+            long x = 0, one = 1;
             for (long i = 0; i < iters; ++i)
-                asm volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
-                             "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
-                             : "+r"(x));
+                asm volatile("add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+                             "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0"
+                             : "+r"(x)
+                             : "r"(one));
         }));
     }
     return 8.0 * static_cast<double>(iters) / best * 1e-9;
 }
+
+// Independent float64 FMAs per second on vectors of one width (twelve
+// chains, more than latency x pipes on any core): over clock_ghz, how many FMA
+// pipes of that width the core has (2 and 2 on an AVX-512 Xeon; 2 and 1 on AMD
+// Zen 4, which splits a 512-bit FMA in two 256-bit halves). One body per
+// width: a target attribute cannot follow a template parameter.
+#define LETCC_FMA_THROUGHPUT(NAME, TARGET, V, SET1, FMA)                                                   \
+    __attribute__((target(TARGET))) double NAME(int rounds) {                                              \
+        const long iters = 2'000'000;                                                                      \
+        double best = 1e300;                                                                               \
+        for (int r = 0; r < rounds; ++r) {                                                                 \
+            const V b = SET1(0.999999), c = SET1(1e-9);                                                    \
+            V a0 = SET1(1.0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;                                 \
+            V a6 = a0, a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;                                      \
+            const double t0 = now();                                                                       \
+            for (long i = 0; i < iters; ++i) {                                                             \
+                a0 = FMA(a0, b, c), a1 = FMA(a1, b, c), a2 = FMA(a2, b, c), a3 = FMA(a3, b, c);            \
+                a4 = FMA(a4, b, c), a5 = FMA(a5, b, c), a6 = FMA(a6, b, c), a7 = FMA(a7, b, c);            \
+                a8 = FMA(a8, b, c), a9 = FMA(a9, b, c), a10 = FMA(a10, b, c), a11 = FMA(a11, b, c);        \
+                asm volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6),    \
+                             "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));                          \
+            }                                                                                              \
+            best = std::min(best, now() - t0);                                                             \
+        }                                                                                                  \
+        return 12.0 * static_cast<double>(iters) / best;                                                   \
+    }
+
+LETCC_FMA_THROUGHPUT(fma256_per_second, "avx2,fma", __m256d, _mm256_set1_pd, _mm256_fmadd_pd)
+#if defined(LETCC_HAVE_AVX512_KERNEL)
+LETCC_FMA_THROUGHPUT(fma512_per_second, "avx512f", __m512d, _mm512_set1_pd, _mm512_fmadd_pd)
+
+// clock_ghz's chain of adds with eight independent 512-bit FMAs beside every
+// sixteen adds (off the chain, half the FMA pipes busy): the clock the core
+// runs at while it executes 512-bit arithmetic, which some Intel cores lower
+// (on the AVX-512 Xeon: 3.13-3.18 GHz against 3.38-3.48 without).
+__attribute__((target("avx512f"))) double clock_ghz_512(int rounds) {
+    const long iters = 5'000'000;
+    double best = 1e300;
+    for (int r = 0; r < rounds; ++r) {
+        const __m512d b = _mm512_set1_pd(0.999999), c = _mm512_set1_pd(1e-9);
+        __m512d a0 = _mm512_set1_pd(1.0), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+        long x = 0, one = 1;
+        const double t0 = now();
+        for (long i = 0; i < iters; ++i) {
+            asm volatile("add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+                         "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+                         "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+                         "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0"
+                         : "+r"(x)
+                         : "r"(one));
+            a0 = _mm512_fmadd_pd(a0, b, c), a1 = _mm512_fmadd_pd(a1, b, c), a2 = _mm512_fmadd_pd(a2, b, c);
+            a3 = _mm512_fmadd_pd(a3, b, c), a4 = _mm512_fmadd_pd(a4, b, c), a5 = _mm512_fmadd_pd(a5, b, c);
+            a6 = _mm512_fmadd_pd(a6, b, c), a7 = _mm512_fmadd_pd(a7, b, c);
+            asm volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7));
+        }
+        best = std::min(best, now() - t0);
+    }
+    return 16.0 * static_cast<double>(iters) / best * 1e-9;
+}
+#endif
+#undef LETCC_FMA_THROUGHPUT
 
 // float storage placed as numpy places a large array: on transparent huge pages
 // (numpy advises them for large allocations), 16 bytes past a line boundary.
@@ -180,6 +253,12 @@ int main(int argc, char** argv) {
 
     // Full size, the library's walk (bindings.cpp run_banded).
     enum class Src { kMemory, kInputCached, kOutputCached };
+    // The walk a full-size run calls: the dispatcher's (nullptr), or one kernel's
+    // walk directly (the previous walk, EvalWork::kFullUnfused, on the buffer
+    // placed as the dispatcher places it).
+    using TileFn = void (*)(const PlanTables&, const float*, std::size_t, float*, std::size_t, std::size_t,
+                            std::size_t, double*, bool, std::size_t);
+    TileFn walk = nullptr;
     auto full = [&](int threads, Src src) {
         const std::size_t lead = (src == Src::kOutputCached) ? 0 : columns_to_line(out.data, m);
         const std::size_t ntiles = (lead ? 1 : 0) + (m - lead + tw - 1) / tw;
@@ -189,7 +268,10 @@ int main(int argc, char** argv) {
             double* kbuf = scratch(plan_buffer_size(n, tw)).data();
             switch (src) {
                 case Src::kMemory:
-                    plan_tile_f32(p, y.data, m, out.data, m, c0, wt, kbuf, true, tw);
+                    if (walk)
+                        walk(p, y.data, m, out.data, m, c0, wt, placed_buffer(kbuf, y.data + c0), true, tw);
+                    else
+                        plan_tile_f32(p, y.data, m, out.data, m, c0, wt, kbuf, true, tw);
                     break;
                 case Src::kInputCached:
                     plan_tile_f32(p, in_block.data, tw, out.data + c0, m, 0, wt, kbuf, true, 0);
@@ -226,6 +308,9 @@ int main(int argc, char** argv) {
         add("cache_forward_s", [&, sc] { sweep_forward<K>(p, yc.data, mc, tw, sc, inner); });
         add("cache_forward_back_s", [&, sc] { sweep_tiles<K, EvalWork::kNone>(p, yc.data, oc.data, mc, tw, sc, inner); });
         add("cache_tile_s", [&, sc] { sweep_tiles<K, EvalWork::kFull>(p, yc.data, oc.data, mc, tw, sc, inner); });
+        if (K::kWideRegisters)
+            add("cache_tile_unfused_s",
+                [&, sc] { sweep_tiles<K, EvalWork::kFullUnfused>(p, yc.data, oc.data, mc, tw, sc, inner); });
         add("cache_eval_arith_s",
             [&, sc] { sweep_tiles<K, EvalWork::kArithmetic>(p, yc.data, oc.data, mc, tw, sc, inner); });
         add("cache_eval_arith_store_s",
@@ -258,6 +343,14 @@ int main(int argc, char** argv) {
             {k, "in_cached_1t_s", with([&] { full(1, Src::kInputCached); }), 1.0, 1e300},
             {k, "out_cached_1t_s", with([&] { full(1, Src::kOutputCached); }), 1.0, 1e300}});
     }
+#if defined(LETCC_HAVE_AVX512_KERNEL)
+    if (has512 && wants("avx512"))
+        measures.push_back({"avx512", "full_2t_unfused_s", [&] {
+                                walk = &kernels_avx512::Walk::plan_tile<float, EvalWork::kFullUnfused>;
+                                full(2, Src::kMemory);
+                                walk = nullptr;
+                            }, 1.0, 1e300});
+#endif
     for (int r = 0; r < rounds; ++r)
         for (auto& mm : measures) {
             mm.run();
@@ -265,10 +358,19 @@ int main(int argc, char** argv) {
         }
     set_plan_kernel("auto");
     const double ghz = clock_ghz(std::min(rounds, 5));
+    const double fma256 = fma256_per_second(std::min(rounds, 5)) * 1e-9 / ghz;
+    double fma512 = 0.0, ghz512 = 0.0;
+#if defined(LETCC_HAVE_AVX512_KERNEL)
+    if (has512) {
+        fma512 = fma512_per_second(std::min(rounds, 5)) * 1e-9 / ghz;
+        ghz512 = clock_ghz_512(std::min(rounds, 5));
+    }
+#endif
 
     std::printf("{\"avx2\": true, \"avx512\": %s, \"n\": %ld, \"m\": %zu, \"tile_width\": %zu, "
-                "\"clock_ghz\": %.4f, \"cache_columns\": %zu, \"kernels\": {",
-                has512 ? "true" : "false", static_cast<long>(n), m, tw, ghz, mc);
+                "\"clock_ghz\": %.4f, \"clock_ghz_512\": %.4f, \"fma256_per_cycle\": %.3f, "
+                "\"fma512_per_cycle\": %.3f, \"cache_columns\": %zu, \"kernels\": {",
+                has512 ? "true" : "false", static_cast<long>(n), m, tw, ghz, ghz512, fma256, fma512, mc);
     for (std::size_t ki = 0; ki < kernels.size(); ++ki) {
         std::printf("%s\"%s\": {", ki ? ", " : "", kernels[ki].c_str());
         bool first = true;

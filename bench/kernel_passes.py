@@ -15,10 +15,11 @@ Times are per *knot-vector*: one knot row of one 4-column vector, the unit the
 AVX2 kernel's float64 arithmetic works in (float32 rows are widened 4 at a
 time; the AVX-512 kernel works on two such vectors at once). The arithmetic
 floor is 14 floating-point operations per knot-vector at K = n (forward 5,
-back 3, evaluation 6), two per cycle on two 256-bit FMA pipes (AMD Zen 4 runs
-a 512-bit FMA as two 256-bit halves on them, so the floor is the same for
-both kernels there; on a core with two 512-bit FMA pipes the AVX-512 kernel's
-floor is half of it). Run with
+back 3, evaluation 6), on the FMA pipes the harness measures (independent
+FMAs per cycle of each width): AMD Zen 4 has two 256-bit pipes and runs a
+512-bit FMA as two halves on them, so both kernels have the same floor there;
+an AVX-512 Xeon has two 512-bit pipes, so the AVX-512 kernel's floor is half
+the AVX2 kernel's. Run with
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/kernel_passes.py
 
@@ -97,10 +98,19 @@ def python_side(n: int, m: int, rounds: int, kernels: list[str]) -> dict:
     return best
 
 
+def fma_pipes(h: dict, kernel: str) -> tuple[int, int]:
+    """A kernel's columns per FMA (float64 lanes) and the core's FMA pipes of that width, the harness's
+    measured FMAs per cycle rounded (at least 1): AVX2 4 lanes, AVX-512 8."""
+    lanes = 8 if kernel == "avx512" else 4
+    return lanes, max(1, round(h[f"fma{lanes * 64}_per_cycle"]))
+
+
 def kernel_sections(kernel: str, h: dict, k: dict, py: dict) -> tuple[list[str], list[list[object]], list[str]]:
     """One kernel's tables (passes in cache, the evaluation taken apart), its full-size rows and its
     summary lines."""
     n, m, ghz = h["n"], h["m"], h["clock_ghz"]
+    lanes, pipes = fma_pipes(h, kernel)
+    per_cycle = pipes * lanes / 4  # knot-vectors' worth of FMAs per cycle
     kv_cache = n * h["cache_columns"] / 4
     kv_full = n * m / 4
     fwd = k["cache_forward_s"] / kv_cache * 1e9
@@ -110,10 +120,16 @@ def kernel_sections(kernel: str, h: dict, k: dict, py: dict) -> tuple[list[str],
     rows = []
     for name, ns in (("forward", fwd), ("back", back), ("evaluation", ev)):
         ops = FLOPS_PER_KNOT_VECTOR[name]
-        rows.append([name, f"{ns:.2f}", f"{ns * ghz:.1f}", ops, f"{ops / 2:.1f}", f"{ns * ghz / (ops / 2):.2f}"])
+        rows.append([name, f"{ns:.2f}", f"{ns * ghz:.1f}", ops, f"{ops / per_cycle:.2f}",
+                     f"{ns * ghz / (ops / per_cycle):.2f}"])
     ops = sum(FLOPS_PER_KNOT_VECTOR.values())
-    rows.append(["whole tile", f"{tile:.2f}", f"{tile * ghz:.1f}", ops, f"{ops / 2:.1f}",
-                 f"{tile * ghz / (ops / 2):.2f}"])
+    bound = ops / per_cycle
+    rows.append(["whole tile", f"{tile:.2f}", f"{tile * ghz:.1f}", ops, f"{bound:.2f}", f"{tile * ghz / bound:.2f}"])
+    unfused = k.get("cache_tile_unfused_s")
+    if unfused:
+        ns = unfused / kv_cache * 1e9
+        rows.append(["whole tile, the walk before its wide-register loops", f"{ns:.2f}", f"{ns * ghz:.1f}", ops,
+                     f"{bound:.2f}", f"{ns * ghz / bound:.2f}"])
     passes = f"### {kernel} kernel\n\n" + markdown_table(
         [f"pass ({kernel}, in cache, 1 thread)", "ns / knot-vector", "cycles", "FP ops", "FMA-bound cycles",
          "cycles / bound"], rows)
@@ -123,7 +139,7 @@ def kernel_sections(kernel: str, h: dict, k: dict, py: dict) -> tuple[list[str],
              ("its arithmetic only (operands in registers)", k["cache_eval_arith_s"]),
              ("its arithmetic, converted to float32 and stored", k["cache_eval_arith_store_s"]),
              ("its loads (input widened to float64) and store, no arithmetic", k["cache_eval_loads_store_s"])]
-    ev_bound = FLOPS_PER_KNOT_VECTOR["evaluation"] / 2
+    ev_bound = FLOPS_PER_KNOT_VECTOR["evaluation"] / per_cycle
     part_ns = {label: (seconds - fb) / kv_cache * 1e9 for label, seconds in parts}
     eval_parts = markdown_table(
         [f"evaluation pass ({kernel}, in cache, 1 thread)", "ns / query-vector", "cycles", "cycles / FMA bound"],
@@ -139,14 +155,17 @@ def kernel_sections(kernel: str, h: dict, k: dict, py: dict) -> tuple[list[str],
                  line("input kept in cache, output streamed", k["in_cached_1t_s"], 1),
                  line("input from memory, output kept in cache", k["out_cached_1t_s"], 1),
                  line("the real case", k["full_2t_s"], 2),
+                 *([line("the real case, the walk before its wide-register loops", k["full_2t_unfused_s"], 2)]
+                   if "full_2t_unfused_s" in k else []),
                  line("letcc plan(y, out=buf) from Python", py[f"plan_out_{kernel}"], 2)]
     in_cost = k["full_1t_s"] - k["in_cached_1t_s"]
     out_cost = k["full_1t_s"] - k["out_cached_1t_s"]
     plan_out = py[f"plan_out_{kernel}"]
     summary = [
         f"- **{kernel}**: in cache the kernel runs at {tile:.2f} ns per knot-vector ({tile * ghz:.1f} cycles at "
-        f"{ghz:.2f} GHz) against {ops / 2:.0f} cycles for its {ops} FMAs on two 256-bit pipes: "
-        f"{tile * ghz / (ops / 2):.2f}x the arithmetic floor.",
+        f"{ghz:.2f} GHz) against {bound:.2f} cycles for its {ops} FMAs on {pipes} {lanes * 64}-bit "
+        f"pipe{'s' if pipes > 1 else ''} ({lanes} columns each; measured: {h[f'fma{lanes * 64}_per_cycle']:.2f} "
+        f"independent FMAs per cycle): {tile * ghz / bound:.2f}x the arithmetic floor.",
         f"- {kernel}: at full size one thread spends {k['full_1t_s'] / kv_full * 1e9:.2f} ns per knot-vector: "
         f"{k['full_1t_s'] / k['cache_tile_s'] * kv_cache / kv_full:.2f}x the in-cache rate. Reading the "
         f"input from memory costs {in_cost * 1e3:.2f} ms of the {k['full_1t_s'] * 1e3:.2f} ms (the input "
@@ -162,6 +181,17 @@ def kernel_sections(kernel: str, h: dict, k: dict, py: dict) -> tuple[list[str],
         f"{ns_loads * ghz:.1f} cycles. Together they take more than either part alone: the two overlap only "
         f"in part.",
     ]
+    if kernel == "avx512" and h.get("clock_ghz_512"):
+        g5 = h["clock_ghz_512"]
+        summary.append(
+            f"- {kernel}: with 512-bit FMAs running the core clocks at {g5:.2f} GHz ({g5 / ghz:.2f}x the "
+            f"{ghz:.2f} GHz above; dependent adds beside independent 512-bit FMAs): at that clock the tile's "
+            f"{tile:.2f} ns per knot-vector are {tile * g5:.1f} cycles, {tile * g5 / bound:.2f}x the floor.")
+    if unfused:
+        summary.append(
+            f"- {kernel}: the walk before its wide-register loops (forward two knots per loop, every query in a "
+            f"loop of its own) takes {unfused / k['cache_tile_s']:.2f}x this walk's time in cache and "
+            f"{k['full_2t_unfused_s'] / k['full_2t_s']:.2f}x at full size on two threads.")
     return [passes, eval_parts], full_rows, summary
 
 
@@ -194,13 +224,19 @@ the harness times them, the best kept; bench/spline.py keeps the best average ov
 20 ms, a little higher). A *knot-vector* is one knot row of one
 4-column vector (the kernel widens float32 to float64, 4 lanes per AVX2 register). FP ops: floating-point
 operations per knot-vector (forward 5: Q^T y and the forward substitution; back 3; evaluation 6 per
-query, K = n queries); FMA-bound cycles: those ops on two FMA pipes. The back pass's in-cache time is
+query, K = n queries); FMA-bound cycles: those ops on the core's FMA pipes of the kernel's width, as the
+harness measures them (independent FMAs per cycle, rounded; the AVX-512 kernel's FMA covers two
+knot-vectors). The back pass's in-cache time is
 (forward + back) minus forward, the evaluation's the whole tile minus (forward + back): differences of
 two timings, so they carry the error of both (a pass shown under its FMA bound is such an error; the
 whole tile is measured directly). "vs in cache": the full-size time per knot-vector and thread over
 the in-cache whole tile. The evaluation pass taken apart: the same in-cache walk with every query's
 loop replaced by one part of its work (see EvalWork in csrc/plan_walk.hpp), minus (forward + back); a
-*query-vector* is one query row of one 4-column vector, and at K = n there is one per knot-vector."""
+*query-vector* is one query row of one 4-column vector, and at K = n there is one per knot-vector. Where
+a kernel has wide-register loops (AVX-512: forward four knots per loop, the first query of each interval
+evaluated inside the back substitution's loop), its evaluation row is the whole tile minus forward + back
+alone (what the evaluation adds), its parts are those of the separate evaluation loop that the interval's
+other queries still run, and the walk before those loops (EvalWork::kFullUnfused) is timed beside it."""
 
 
 def main(argv=None) -> None:
@@ -229,7 +265,10 @@ def main(argv=None) -> None:
     for s in sections:
         print(s, "\n")
     extra = [("harness", f"n = K = {h['n']}, m = {h['m']}, tile width {h['tile_width']}, "
-                         f"clock {h['clock_ghz']:.2f} GHz (dependent integer adds), kernels "
+                         f"clock {h['clock_ghz']:.2f} GHz (dependent integer adds; "
+                         f"{h.get('clock_ghz_512', 0):.2f} GHz beside 512-bit FMAs), independent float64 FMAs "
+                         f"per cycle {h['fma256_per_cycle']:.2f} (256-bit), {h['fma512_per_cycle']:.2f} (512-bit), "
+                         f"kernels "
                          f"{', '.join(h['kernels'])}")]
     name = args.name or f"kernel_passes-{machine_kind()}"
     kernels = " and ".join(k.upper().replace("AVX512", "AVX-512") for k in h["kernels"])

@@ -173,6 +173,25 @@ void run_dense_map(const std::vector<double>& a64, const std::vector<float>& a32
 // bench/results/spline.md.
 constexpr std::int64_t kDenseMaxWorkF32 = 32 * 32;
 constexpr std::int64_t kDenseMaxWorkF64 = 24 * 24;
+// Where the banded kernel is the AVX-512 one (set at plan construction: the
+// kernel auto runs then), the crossover is lower. Measured on an Intel Xeon
+// (AVX-512, 2 threads, q = n Chebyshev points, out=, banded / dense time,
+// m = 64 .. 150528, two runs): float32 1.05-1.29 at n = 20, 0.76-1.21 at
+// n = 24 (0.91-0.93 at m = 1024 and 150528, 1.13-1.19 at m = 64 and 32768),
+// 0.66-1.13 at n = 28, 0.53-1.00 at n = 32; float64 0.98-1.21 at n = 12,
+// 0.71-1.06 at n = 16 (0.82-0.86 but at m = 32768). So the crossover moves
+// with m only by a few knots, with no trend beyond the smallest m (where
+// either call takes microseconds), and by a factor of 1.3-2 with the kernel:
+// auto follows the kernel, not m.
+constexpr std::int64_t kDenseMaxWorkF32Avx512 = 24 * 24;
+constexpr std::int64_t kDenseMaxWorkF64Avx512 = 12 * 12;
+
+// The largest n * q for which method="auto" takes the dense operator, for the
+// plan kernel in use now.
+std::int64_t dense_max_work(bool f64) {
+    if (plan_kernel() == "avx512") return f64 ? kDenseMaxWorkF64Avx512 : kDenseMaxWorkF32Avx512;
+    return f64 ? kDenseMaxWorkF64 : kDenseMaxWorkF32;
+}
 
 class Plan {
 public:
@@ -191,8 +210,8 @@ public:
         factor_ = factor_reinsch(xv.data(), wv.data(), xv.size(), lam);
         tables_ = make_plan_tables(factor_, av.data(), av.size(), nu);
         const std::int64_t work = tables_.n * tables_.q;
-        dense_f32_ = method == "dense" || (method == "auto" && work <= kDenseMaxWorkF32);
-        dense_f64_ = method == "dense" || (method == "auto" && work <= kDenseMaxWorkF64);
+        dense_f32_ = method == "dense" || (method == "auto" && work <= dense_max_work(false));
+        dense_f64_ = method == "dense" || (method == "auto" && work <= dense_max_work(true));
         if (dense_f32_ || dense_f64_) {
             // The operator, built in float64 by the banded kernel on the identity.
             const std::size_t n = static_cast<std::size_t>(tables_.n), q = static_cast<std::size_t>(tables_.q);
@@ -574,5 +593,8 @@ PYBIND11_MODULE(_core, mod) {
     // pybind11 turns std::invalid_argument into ValueError with its message.
     mod.def("set_kernel_isa", &set_kernel_isa, py::arg("name"));
     mod.def("plan_kernel", &plan_kernel);
+    mod.def("dense_max_work", &dense_max_work, py::arg("float64"),
+            "The largest n * q for which a plan built now with method='auto' takes the dense operator for "
+            "float64 (float64=True) or float32 data: it follows the banded kernel in use (plan_kernel()).");
     mod.def("set_plan_kernel", &set_plan_kernel, py::arg("name"));
 }

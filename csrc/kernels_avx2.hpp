@@ -34,6 +34,7 @@ struct Avx2 {
         __m128i f;  // 32-bit lanes, for float rows
     };
     static constexpr std::size_t kLanes = 4;
+    static constexpr int kRegisters = 16;
     LETCC_WALK_FN static V set1(double x) { return _mm256_set1_pd(x); }
     LETCC_WALK_FN static V mul(V a, V b) { return _mm256_mul_pd(a, b); }
     LETCC_WALK_FN static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }

@@ -4,7 +4,9 @@
 // bit-for-bit those of the AVX2 kernel. What the traits change besides the
 // width: tails run under a lane mask register, and non-temporal stores of a row
 // use the widest store its alignment allows (numpy aligns arrays to 16 bytes
-// only).
+// only); and its 32 registers (kRegisters) let the walk run its wide-register
+// loops (PlanWalk::kWideRegisters: forward_four, back_two_fused), which keep
+// the same operations in the same order.
 //
 // Everything here is compiled for AVX-512 through the target attribute (no
 // lambdas: they would not inherit it); dispatch.cpp calls it only on a CPU that
@@ -37,6 +39,7 @@ struct Avx512 {
     using V = __m512d;
     using Mask = __mmask8;
     static constexpr std::size_t kLanes = 8;
+    static constexpr int kRegisters = 32;
     LETCC_WALK_FN static V set1(double x) { return _mm512_set1_pd(x); }
     LETCC_WALK_FN static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
     LETCC_WALK_FN static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }

@@ -20,6 +20,9 @@
 //   static void storeu(T*, V, Mask);      masked lanes left as they are
 //   static void stream(T*, V, unsigned wide);  non-temporal, p aligned to `wide`
 //                                         bytes (16, 32 or 64; see stream_width)
+//   static constexpr int kRegisters;      vector registers (16 or 32): with 32 the
+//                                         walk runs its wider loops
+//                                         (PlanWalk::kWideRegisters)
 //
 // for T = float and double. Every one of them is always-inline and compiled
 // for the ISA (target attribute). So is every function of the walk: GCC and
@@ -113,9 +116,15 @@ inline unsigned stream_width(const void* p) {
 //   kArithmeticStore  the same, converted to T and stored;
 //   kLoadsStore       the six loads (the two input rows widened to float64)
 //                     and the store, no arithmetic;
-//   kNone             nothing (the walk is forward + back substitution).
-// Only kFull evaluates the tail of a row.
-enum class EvalWork { kFull, kArithmetic, kArithmeticStore, kLoadsStore, kNone };
+//   kNone             nothing (the walk is forward + back substitution);
+//   kFullUnfused      all of it, on the walk as it was before its wide-register
+//                     loops (PlanWalk::kWideRegisters: forward_four,
+//                     back_two_fused): forward two knots per loop, every query
+//                     in its own loop; for the harness to compare side by side.
+// Only kFull and kFullUnfused evaluate the tail of a row.
+enum class EvalWork { kFull, kArithmetic, kArithmeticStore, kLoadsStore, kNone, kFullUnfused };
+
+constexpr bool evaluates_all(EvalWork w) { return w == EvalWork::kFull || w == EvalWork::kFullUnfused; }
 
 }  // namespace plan_walk
 }  // namespace letcc

@@ -31,6 +31,24 @@
 // - The next tile's rows are prefetched one cache line every few vectors of
 //   the evaluation loop, spread evenly over the back substitution and
 //   evaluation instead of coming in bursts (plan_walk::set_prefetch_pace).
+//
+// With 32 vector registers (AVX-512, kWideRegisters) two wider loops: the
+// forward substitution four knots per loop (forward_four: six rows widened for
+// four knots instead of eight) and the first query of each of a back step's
+// two intervals evaluated inside that step's loop (back_two_fused: gamma from
+// registers, the two queries' shared input row widened once). On an Intel
+// Xeon (two 512-bit FMA pipes) at n = K = 64, float32, the walk is bound by
+// its port 0/5 work, where float32 widening and narrowing (vcvtps2pd,
+// vcvtpd2ps: two uops each there) cost as much as the 14 FMAs a knot-vector
+// needs: these loops cut that work and the loads, 0.82-0.85x the time in
+// cache and at full size. Tried there and not kept (slower or no better,
+// side by side): forming each interval's first query's y terms in the
+// forward pass and storing them (1.3x slower: another float64 row per query
+// through L2), a walk taking 16-column strips through all three passes with
+// z and gamma in registers (1.1-1.2x slower), the evaluation's gamma terms
+// in reverse order (to shorten its dependency on the back substitution: no
+// change), tiles of 64-512 columns (224 as fast as any) and prefetching two
+// tiles ahead or with other hints (no better).
 #if !defined(LETCC_WALK_FN) || !defined(LETCC_WALK_ENTRY)
 #error "plan_walk_isa.hpp is included by kernels_avx2.hpp and kernels_avx512.hpp only"
 #endif
@@ -41,6 +59,9 @@ struct PlanWalk {
     using EvalWork = plan_walk::EvalWork;
     using PrefetchCursor = plan_walk::PrefetchCursor;
     static constexpr std::size_t L = S::kLanes;
+    // 32 vector registers (AVX-512): room for the loops that keep 20-26
+    // vectors live (forward_four, back_two_eval); with 16 they would spill.
+    static constexpr bool kWideRegisters = S::kRegisters >= 32;
     static_assert(L <= kMaxLanes && (L & (L - 1)) == 0, "plan_buffer_size pads rows to kMaxLanes doubles");
 
     // Buffer rows of a tile are padded(tw) doubles apart.
@@ -121,9 +142,45 @@ struct PlanWalk {
         }
     }
 
+    // Knots i .. i + 3 in one loop (kWideRegisters: twenty coefficient vectors
+    // live): six input rows widened for four knots instead of eight, each
+    // knot's z feeding the next two from registers. forward_two's operations
+    // in its order, so the same results bit for bit.
+    template <class T>
+    LETCC_WALK_FN static void forward_four(const PlanTables& p, std::int64_t i, const T* __restrict__ y,
+                                           std::size_t ldy, std::size_t c0, std::size_t tw, std::size_t bs,
+                                           double* __restrict__ buf) {
+        const KnotRows<T> k = knot_rows(i, y, ldy, c0, bs, buf);
+        const T *__restrict__ ym = k.ym, *__restrict__ y0 = k.y0, *__restrict__ yp = k.yp;
+        const T *__restrict__ y2 = yp + ldy, *__restrict__ y3 = y2 + ldy, *__restrict__ y4 = y3 + ldy;
+        double* __restrict__ z = k.z;  // knot i; knot i + t at z + t * bs
+        const double *__restrict__ z1 = z - bs, *__restrict__ z2 = z - 2 * bs;
+        V A[4], B[4], C[4], N1[4], N2[4];
+        for (int t = 0; t < 4; ++t) {
+            A[t] = S::set1(p.qa[i + t]), B[t] = S::set1(p.qb[i + t]), C[t] = S::set1(p.qc[i + t]);
+            N1[t] = S::set1(-p.l1[i + t]), N2[t] = S::set1(-p.l2[i + t]);
+        }
+        const std::size_t tv = tw & ~(L - 1);
+        for (std::size_t j = 0; j < tv; j += L) {
+            const V Y0 = S::loadu(y0 + j), Yp = S::loadu(yp + j), Z1 = S::load(z1 + j);
+            const V r0 = forward_knot(A[0], B[0], C[0], N2[0], N1[0], S::loadu(ym + j), Y0, Yp, S::load(z2 + j), Z1);
+            S::store(z + j, r0);
+            const V Y2 = S::loadu(y2 + j);
+            const V r1 = forward_knot(A[1], B[1], C[1], N2[1], N1[1], Y0, Yp, Y2, Z1, r0);
+            S::store(z + bs + j, r1);
+            const V Y3 = S::loadu(y3 + j);
+            const V r2 = forward_knot(A[2], B[2], C[2], N2[2], N1[2], Yp, Y2, Y3, r0, r1);
+            S::store(z + 2 * bs + j, r2);
+            S::store(z + 3 * bs + j,
+                     forward_knot(A[3], B[3], C[3], N2[3], N1[3], Y2, Y3, S::loadu(y4 + j), r1, r2));
+        }
+        if (tv < tw)
+            for (int t = 0; t < 4; ++t) forward_one(p, i + t, y, ldy, c0 + tv, tw - tv, bs, buf + tv);
+    }
+
     // The forward pass of one tile (buf: placed, rows bs = padded(tw) apart);
     // forward is the same, callable from baseline code (the bench harness).
-    template <class T>
+    template <class T, bool kFour = kWideRegisters>
     LETCC_WALK_FN static void forward_pass(const PlanTables& p, const T* __restrict__ y, std::size_t ldy,
                                            std::size_t c0, std::size_t tw, std::size_t bs,
                                            double* __restrict__ buf) {
@@ -133,6 +190,8 @@ struct PlanWalk {
         for (std::size_t r = 0; r < rows; ++r)
             if (r <= 1 || r >= static_cast<std::size_t>(n)) std::fill(buf + r * bs, buf + r * bs + bs, 0.0);
         std::int64_t i = 1;
+        if constexpr (kFour)
+            for (; i + 4 < n; i += 4) forward_four(p, i, y, ldy, c0, tw, bs, buf);
         for (; i + 2 < n; i += 2) forward_two(p, i, y, ldy, c0, tw, bs, buf);
         for (; i + 1 < n; ++i) forward_one(p, i, y, ldy, c0, tw, bs, buf);
     }
@@ -169,6 +228,142 @@ struct PlanWalk {
         }
     }
 
+    // One output vector of a query: streamed (kStream, p aligned to `wide`) or not.
+    template <bool kStream, class T>
+    LETCC_WALK_FN static void put(T* p, V r, unsigned wide) {
+        if constexpr (kStream)
+            S::stream(p, r, wide);
+        else
+            S::storeu(p, r);
+    }
+
+    // back_two (knots i and i - 1) with, in the same loop, one query of
+    // interval i + 1 (kQ1; it reads gamma at knots i .. i + 3) and one of
+    // interval i (kQ0; knots i - 1 .. i + 2), a and b. Their gamma rows come
+    // from the registers the back substitution has just computed or loaded
+    // (only knot i + 3 is loaded again), so each query-vector loads its two
+    // input rows instead of six rows (and with both queries, row i + 1 is
+    // theirs in common, three rows widened for two queries), and the
+    // two loops share their overhead:
+    // the unfused evaluation was load-bound (Intel Xeon, AVX-512, in cache:
+    // its loads and store alone took 1.8x its arithmetic alone). The same
+    // operations in the same order as back_two and eval_row, so the same
+    // results bit for bit. About 26 vector registers live (six back
+    // coefficients, twelve query coefficients, the gamma rows): AVX-512 only
+    // (kWideRegisters). tv: the rows' full vectors; tw: the tile's columns (the
+    // queries' masked tail); bs: the padded row (the back substitution runs
+    // over all of it, its padding lanes holding zeros).
+    template <bool kQ1, bool kQ0, bool kDown, bool kStream, class T>
+    LETCC_WALK_FN static void back_two_eval(const PlanTables& p, std::int64_t i, std::size_t bs, std::size_t tv,
+                                            std::size_t tw, double* __restrict__ buf, const QueryRows<T>& a,
+                                            const QueryRows<T>& b, unsigned wa, unsigned wb, PrefetchCursor& pc) {
+        double* __restrict__ g = buf + static_cast<std::size_t>(i + 1) * bs;  // knot i
+        double* __restrict__ gm = g - bs;                                     // knot i - 1
+        const double* __restrict__ g1 = g + bs;
+        const double* __restrict__ g2 = g + 2 * bs;
+        const double* __restrict__ g3 = g + 3 * bs;
+        const V D = S::set1(p.inv_d[i]), U1 = S::set1(-p.l1[i + 1]), U2 = S::set1(-p.l2[i + 2]);
+        const V Dm = S::set1(p.inv_d[i - 1]), V1 = S::set1(-p.l1[i]), V2 = S::set1(-p.l2[i + 1]);
+        const T *__restrict__ ya1 = a.ya, *__restrict__ yb1 = a.yb;
+        const T *__restrict__ ya0 = b.ya, *__restrict__ yb0 = b.yb;
+        T *__restrict__ o1 = a.o, *__restrict__ o0 = b.o;
+        const V ca[6] = {S::set1(a.c[0]), S::set1(a.c[1]), S::set1(a.c[2]),
+                         S::set1(a.c[3]), S::set1(a.c[4]), S::set1(a.c[5])};
+        const V cb[6] = {S::set1(b.c[0]), S::set1(b.c[1]), S::set1(b.c[2]),
+                         S::set1(b.c[3]), S::set1(b.c[4]), S::set1(b.c[5])};
+        for (std::size_t t = 0; t < tv; t += L) {
+            if ((t & pc.eval_mask) == 0) pc.step(1);
+            const std::size_t j = kDown ? tv - L - t : t;
+            const V G1 = S::load(g1 + j), G2 = S::load(g2 + j);
+            const V r = back_knot(D, U2, U1, S::load(g + j), G2, G1);
+            S::store(g + j, r);
+            const V rm = back_knot(Dm, V2, V1, S::load(gm + j), G1, r);
+            S::store(gm + j, rm);
+            if constexpr (kQ1 && kQ0) {
+                // Input row i + 1 is both queries' (back_two_fused): widened once.
+                const V Y1 = S::loadu(ya1 + j);
+                put<kStream>(o1 + j, eval_vector(ca, Y1, S::loadu(yb1 + j), r, G1, G2, S::load(g3 + j)), wa);
+                put<kStream>(o0 + j, eval_vector(cb, S::loadu(ya0 + j), Y1, rm, r, G1, G2), wb);
+            } else if constexpr (kQ1) {
+                put<kStream>(o1 + j, eval_vector(ca, S::loadu(ya1 + j), S::loadu(yb1 + j), r, G1, G2, S::load(g3 + j)),
+                             wa);
+            } else if constexpr (kQ0) {
+                put<kStream>(o0 + j, eval_vector(cb, S::loadu(ya0 + j), S::loadu(yb0 + j), rm, r, G1, G2), wb);
+            }
+        }
+        if (tv < bs) {
+            const V G1 = S::load(g1 + tv), G2 = S::load(g2 + tv);
+            const V r = back_knot(D, U2, U1, S::load(g + tv), G2, G1);
+            S::store(g + tv, r);
+            const V rm = back_knot(Dm, V2, V1, S::load(gm + tv), G1, r);
+            S::store(gm + tv, rm);
+            const auto k = S::lanes(tw - tv);
+            if constexpr (kQ1)
+                S::storeu(o1 + tv,
+                          eval_vector(ca, S::loadu(ya1 + tv, k), S::loadu(yb1 + tv, k), r, G1, G2, S::load(g3 + tv)),
+                          k);
+            if constexpr (kQ0)
+                S::storeu(o0 + tv, eval_vector(cb, S::loadu(ya0 + tv, k), S::loadu(yb0 + tv, k), rm, r, G1, G2), k);
+        }
+    }
+
+    // back_two_eval's loop specialised on direction and store kind.
+    template <bool kQ1, bool kQ0, class T>
+    LETCC_WALK_FN static void back_two_eval_as(bool down, bool nt, const PlanTables& p, std::int64_t i, std::size_t bs,
+                                               std::size_t tv, std::size_t tw, double* buf, const QueryRows<T>& a,
+                                               const QueryRows<T>& b, unsigned wa, unsigned wb, PrefetchCursor& pc) {
+        if (nt) {
+            if (down) back_two_eval<kQ1, kQ0, true, true>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+            else back_two_eval<kQ1, kQ0, false, true>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+        } else {
+            if (down) back_two_eval<kQ1, kQ0, true, false>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+            else back_two_eval<kQ1, kQ0, false, false>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+        }
+    }
+
+    // One step of the fused walk: knots i and i - 1 of the back substitution
+    // with the first query of intervals i + 1 and i inside its loop
+    // (back_two_eval), then those intervals' other queries on their own
+    // (eval_query; their gamma rows are still in L1). The store and direction
+    // rules are eval_query's, applied to the fused queries together: stream
+    // only if both rows may, walk down if either needs it (the order never
+    // changes a column's arithmetic). A step without queries still runs the
+    // fused loop, which paces the next tile's prefetches.
+    template <class T>
+    LETCC_WALK_FN static void back_two_fused(const PlanTables& p, std::int64_t i, const T* y, std::size_t ldy,
+                                             T* out, std::size_t ldo, std::size_t c0, std::size_t tw, std::size_t bs,
+                                             double* buf, bool stream, PrefetchCursor& pc) {
+        const std::int64_t s1 = p.by_k[i + 1], e1 = p.by_k[i + 2];  // interval i + 1
+        const std::int64_t s0 = p.by_k[i], e0 = p.by_k[i + 1];      // interval i
+        const bool h1 = s1 < e1, h0 = s0 < e0;
+        const std::size_t tv = tw & ~(L - 1);
+        QueryRows<T> a{}, b{};
+        unsigned wa = 64, wb = 64;
+        bool down = false;
+        if (h1) {
+            a = query_rows(p, p.order[s1], y, ldy, out, ldo, c0, bs, buf);
+            wa = plan_walk::stream_width(a.o);
+            down = down || plan_walk::store_runs_ahead_of(a.o, a.ya) || plan_walk::store_runs_ahead_of(a.o, a.yb);
+        }
+        if (h0) {
+            b = query_rows(p, p.order[s0], y, ldy, out, ldo, c0, bs, buf);
+            wb = plan_walk::stream_width(b.o);
+            down = down || plan_walk::store_runs_ahead_of(b.o, b.ya) || plan_walk::store_runs_ahead_of(b.o, b.yb);
+        }
+        // Interval i + 1's first input row and interval i's second are both
+        // row i + 1 (k1 = min(k + 1, n - 1) = i + 1, as i <= n - 2): the
+        // fused loop widens it once.
+        const bool nt = stream && wa >= 16 && wb >= 16 && tw * sizeof(T) >= plan_walk::kMinStreamRowBytes;
+        if (h1 && h0) back_two_eval_as<true, true>(down, nt, p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+        else if (h1) back_two_eval_as<true, false>(down, nt, p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+        else if (h0) back_two_eval_as<false, true>(down, nt, p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+        else back_two_eval<false, false, false, false>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+        for (std::int64_t t = s1 + 1; t < e1; ++t)
+            eval_query<EvalWork::kFull>(p, p.order[t], y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
+        for (std::int64_t t = s0 + 1; t < e0; ++t)
+            eval_query<EvalWork::kFull>(p, p.order[t], y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
+    }
+
     // One query's row, the loop specialised on its direction and on how it
     // stores: the choice is made once per row. tv: the row's full vectors.
     template <EvalWork W, bool kDown, bool kStream, class T>
@@ -187,7 +382,7 @@ struct PlanWalk {
         for (std::size_t t = 0; t < tv; t += L) {
             if ((t & pc.eval_mask) == 0) pc.step(1);
             const std::size_t j = kDown ? tv - L - t : t;
-            if constexpr (W == EvalWork::kFull) {
+            if constexpr (plan_walk::evaluates_all(W)) {
                 const V r = eval_vector(c, S::loadu(ya + j), S::loadu(yb + j), S::load(g0 + j), S::load(g1 + j),
                                         S::load(g2 + j), S::load(g3 + j));
                 if constexpr (kStream)
@@ -233,7 +428,7 @@ struct PlanWalk {
             if (down) eval_row<W, true, false>(q, bs, tv, wide, pc);
             else eval_row<W, false, false>(q, bs, tv, wide, pc);
         }
-        if (W == EvalWork::kFull && tv < tw) {
+        if (plan_walk::evaluates_all(W) && tv < tw) {
             const auto k = S::lanes(tw - tv);
             const V c[6] = {S::set1(q.c[0]), S::set1(q.c[1]), S::set1(q.c[2]),
                             S::set1(q.c[3]), S::set1(q.c[4]), S::set1(q.c[5])};
@@ -262,23 +457,36 @@ struct PlanWalk {
                                            double* __restrict__ buf, bool stream, std::size_t prefetch_cols) {
         const std::int64_t n = p.n;
         const std::size_t bs = padded(tw);
+        // The evaluation inside the back substitution where the traits have
+        // the registers for it (back_two_fused).
+        constexpr bool kFused = kWideRegisters && W == EvalWork::kFull;
         PrefetchCursor pc;
         if (prefetch_cols && c0 + prefetch_cols + tw <= ldy && n > 2) {
             pc.base = reinterpret_cast<const char*>(y + c0 + prefetch_cols);
             pc.stride = ldy * sizeof(T);
             pc.row_bytes = tw * sizeof(T);
             pc.rows = n;
-            plan_walk::set_prefetch_pace(pc, p.q, tw / L, L, static_cast<std::size_t>(n) * ((pc.row_bytes + 63) / 64),
+            // The fused walk's loops that pace the prefetches are its back
+            // substitution steps, one per two knots (back_two_fused).
+            plan_walk::set_prefetch_pace(pc, kFused ? (n - 2) / 2 : p.q, tw / L, L,
+                                         static_cast<std::size_t>(n) * ((pc.row_bytes + 63) / 64),
                                          static_cast<std::size_t>(n - 2));
         }
-        forward_pass(p, y, ldy, c0, tw, bs, buf);
+        forward_pass<T, kWideRegisters && W != EvalWork::kFullUnfused>(p, y, ldy, c0, tw, bs, buf);
         // Interval k needs knots k-1 .. k+2.
         std::int64_t i = n - 2;
-        for (; i >= 2; i -= 2) {
-            pc.step(2 * pc.back_lines);
-            back_two(p, i, bs, buf);
-            eval_interval<W>(p, i + 1, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
-            eval_interval<W>(p, i, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
+        if constexpr (kFused) {
+            for (; i >= 2; i -= 2) {
+                pc.step(2 * pc.back_lines);
+                back_two_fused(p, i, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
+            }
+        } else {
+            for (; i >= 2; i -= 2) {
+                pc.step(2 * pc.back_lines);
+                back_two(p, i, bs, buf);
+                eval_interval<W>(p, i + 1, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
+                eval_interval<W>(p, i, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
+            }
         }
         for (; i >= 1; --i) {
             pc.step(pc.back_lines);
