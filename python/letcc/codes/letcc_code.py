@@ -138,10 +138,10 @@ class LeTCC(Code):
         LamPolicy.calibrate, which score linear decodes), or with
         adversaries > 0 (the robust decoder's scores were measured in the
         linear space), it decodes linearly: pass output_space='log' to
-        combine those with the log space. letcc.codes.output_space says why: on the six classifiers of
+        combine those with the log space. letcc.codes.output_space says why: on the eight classifiers of
         bench/results/accuracy.md the log space lowered the softmax MSE
-        against BACC by 50-88% (linear: 15-37%) and raised the decoded
-        accuracy by +1.7 to +11 points over BACC's (linear: -0.4 to +1.3),
+        against BACC by 36-89% (linear: 16-37%) and raised the decoded
+        accuracy by +1.6 to +11 points over BACC's (linear: -0.3 to +2.2),
         winning RelAcc where the linear decoder cannot. The check, the log
         and the softmax are two compiled passes for numpy answers (about
         1-2 us per decode at 10 classes; more at 1000 classes, see the
