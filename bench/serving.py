@@ -187,14 +187,23 @@ def delay_models(base, N, S):
     }
 
 
-def schemes(K, N, S):
+def letcc_names(K, N, waits):
+    """LeTCC's variants: one per straggler count S (waiting for N - S answers)."""
+    return {f"LeTCC({K},{N})" if S == N // 4 else f"LeTCC({K},{N},S={S})": S for S in waits}
+
+
+def schemes(K, N, waits):
     """name -> (code, wait_for, coded?): the uncoded scheme first (its capacity sets the rates)."""
-    return {
-        UNCODED: lambda: (letcc.Uncoded(N), None, False),
-        f"LeTCC({K},{N})": lambda: (letcc.LeTCC(K, N), N - S, True),
-        f"Replication({K},x{N // K})": lambda: (letcc.Replication(K, N // K), None, False),
-        f"Hedged(N={N},p95)": lambda: (Hedged(N, 95), None, False),
-    }
+    out = {UNCODED: lambda: (letcc.Uncoded(N), None, False)}
+    for name, S in letcc_names(K, N, waits).items():
+        out[name] = (lambda S=S: (letcc.LeTCC(K, N), N - S, True))
+    out[f"Replication({K},x{N // K})"] = lambda: (letcc.Replication(K, N // K), None, False)
+    out[f"Hedged(N={N},p95)"] = lambda: (Hedged(N, 95), None, False)
+    return out
+
+
+def waits_for(N, args):
+    return sorted({max(0, min(N - 1, round(f * N))) for f in args.stragglers}, reverse=True)
 
 
 def arrivals_for(rate, args, seed):
@@ -209,7 +218,7 @@ def run_size(K, N, args, base, X, exact, log):
     for dname in args.delays.split(","):
         title, strag_coded, strag_plain, factory = delay_models(base, N, S)[dname]
         caps, rows, rates = {}, {}, None
-        for name, make in schemes(K, N, S).items():
+        for name, make in schemes(K, N, waits_for(N, args)).items():
             if args.schemes and name != UNCODED and not any(name.startswith(p) for p in args.schemes.split(",")):
                 continue
             code, wait_for, coded = make()
@@ -365,6 +374,8 @@ def main():
     ap.add_argument("--duration", type=float, default=3.0, help="seconds of arrivals per rate (at least)")
     ap.add_argument("--min-requests", type=int, default=1000, help="requests per rate (at least)")
     ap.add_argument("--capacity-seconds", type=float, default=3.0)
+    ap.add_argument("--stragglers", default="0.25",
+                    help="LeTCC variants: S as fractions of N (waiting for N - S answers), e.g. 0.25,0.125")
     ap.add_argument("--schemes", default="", help="name prefixes to run besides the uncoded one, e.g. LeTCC,Rep")
     ap.add_argument("--rif", default="1,2,3", help="rounds in flight to sweep (LeTCC, Pareto, first size); '' none")
     ap.add_argument("--rif-loads", default="0.25,1.0", help="loads of the sweep (x uncoded capacity)")
@@ -375,6 +386,7 @@ def main():
         args.sizes, args.delays, args.loads = "8x16", "pareto", "0.25,1.0"
         args.duration, args.min_requests, args.capacity_seconds, args.rif = 1.0, 200, 1.0, ""
     args.loads = [float(v) for v in args.loads.split(",")]
+    args.stragglers = [float(v) for v in args.stragglers.split(",")]
     args.rif = [int(v) for v in args.rif.split(",")] if args.rif else []
     args.rif_loads = [float(v) for v in args.rif_loads.split(",")]
     from letcc.experiments.data import load_dataset
@@ -396,20 +408,23 @@ def main():
     for size in args.sizes.split(","):
         K, N = (int(v) for v in size.split("x"))
         results[size] = res = run_size(K, N, args, base, X, exact, log)
-        name = f"LeTCC({K},{N})"
-        sections.append(f"## K = {K}, N = {N} (LeTCC waits for N - S = {N - N // 4} answers)")
+        variants = letcc_names(K, N, waits_for(N, args))
+        sections.append(f"## K = {K}, N = {N} (LeTCC({K},{N}) waits for N - S = {N - N // 4} answers"
+                        + "".join(f"; {n} for {N - S}" for n, S in variants.items() if S != N // 4) + ")")
         for dname, d in res.items():
             sections.append(f"### {d['title']}\n\n" + table(d, K, N))
-            if name in d["caps"]:
-                sections.append("Where LeTCC stops beating each baseline (p99.9, and keeping up with the "
-                                "offered load):\n\n" + "\n".join(crossover_lines(d, name)))
-                gap = parm_lines(d, name)
+            for name in [n for n in variants if n in d["caps"]]:
+                # each variant against the baselines only (the other variants are not baselines)
+                dv = dict(d, caps={n: c for n, c in d["caps"].items() if n == name or n not in variants})
+                sections.append(f"**{name}**: where it stops beating each baseline (p99.9, and keeping up "
+                                "with the offered load):\n\n" + "\n".join(crossover_lines(dv, name)))
+                gap = parm_lines(dv, name)
                 if gap:
-                    sections.append("Uncoded's p99.9 - p50 gap over LeTCC's (ParM's headline: up to 3.5x): "
+                    sections.append(f"Uncoded's p99.9 - p50 gap over {name}'s (ParM's headline: up to 3.5x): "
                                     + "; ".join(gap))
                 if dname == "pareto":
-                    sections.append("Targets (Pareto, loads <= half the uncoded capacity):\n\n"
-                                    + "\n".join(target_lines(d, name, K, N)))
+                    sections.append(f"Targets for {name} (Pareto, loads <= half the uncoded capacity):\n\n"
+                                    + "\n".join(target_lines(dv, name, K, N)))
         if args.rif and size == args.sizes.split(",")[0] and "pareto" in res:
             sections.append(f"## Rounds in flight (LeTCC({K},{N}), Pareto)\n\n"
                             + rif_sweep(K, N, args, base, X, exact, res["pareto"]["caps"][UNCODED]))
