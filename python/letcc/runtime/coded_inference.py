@@ -87,7 +87,7 @@ def _seconds(value, name: str):
 
 
 def _check_code(code) -> None:
-    for attr in ("K", "N", "encode", "decode", "can_decode", "is_complete"):
+    for attr in ("K", "N", "adversaries", "encode", "decode", "can_decode", "is_complete"):
         if not hasattr(code, attr):
             raise TypeError(f"code must be a letcc code (LeTCC, BACC, Uncoded, Replication); "
                             f"{type(code).__name__} has no {attr!r}")
@@ -368,7 +368,7 @@ class CodedInference(WorkerPool):
         if self.adversaries is not None:
             Y, adv = self.adversaries.corrupt(Y, rnd.decoded, self.adversary_rng)
             rnd.adversarial = tuple(int(j) for j in adv)
-        if getattr(self.code, "adversaries", 0):
+        if self.code.adversaries:
             est, flagged = self.code.decode(Y, rnd.decoded, return_flagged=True)
             rnd.flagged = tuple(int(j) for j in flagged)
             est = np.asarray(est)
