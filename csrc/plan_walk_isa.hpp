@@ -94,7 +94,15 @@ struct PlanWalk {
     // (FMAs, cy rounded to float32). The rows are then never widened, their
     // two FMAs run on 8-lane float32 vectors and the result needs no
     // narrowing: three of the eleven port-0/5 uops of a query-vector on an
-    // Intel Xeon, where vcvtps2pd and vcvtpd2ps take two each. Why this is
+    // Intel Xeon, where vcvtps2pd and vcvtpd2ps take two each. Measured there
+    // (n = K = 64, float32, C++ harness, side by side with the float64
+    // evaluation, EvalWork::kFullF64Eval): in cache 0.97-0.98x the time, full
+    // size on two threads 0.91-0.93x. Less than the uops promise: the fused
+    // loop (back_two_eval) then runs at ~60% of its port-0/5 throughput, its
+    // gamma rows i - 1, i and input rows coming from L2 (the tile's 120 KB
+    // gamma buffer and 57 KB of input do not stay in L1; by estimate ~27
+    // bytes per cycle with the write-backs); smaller tiles (64, 96 columns)
+    // were slower, as before. Why this is
     // within the float32 bound (1e-6 of max |y| for n <= 1024): the gamma sum
     // holds the terms that cancel (coefficients lam / (w h), up to ~1e5 x
     // max |y| each at n = 1024, lam = 1), and it is formed in float64, so only
