@@ -96,8 +96,10 @@ struct PlanWalk {
     // narrowing: three of the eleven port-0/5 uops of a query-vector on an
     // Intel Xeon, where vcvtps2pd and vcvtpd2ps take two each. Measured there
     // (n = K = 64, float32, C++ harness, side by side with the float64
-    // evaluation, EvalWork::kFullF64Eval): in cache 0.97-0.98x the time, full
-    // size on two threads 0.91-0.93x. Less than the uops promise: the fused
+    // evaluation, EvalWork::kFullF64Eval; 14 runs of bench/kernel_passes.cpp
+    // on a shared 2-core VM): in cache 0.96-1.01x the time (median 0.975x),
+    // full size on two threads 0.85-1.02x (median 0.91x); from Python within
+    // the noise of one run. Less than the uops promise: the fused
     // loop (back_two_eval) then runs at ~60% of its port-0/5 throughput, its
     // gamma rows i - 1, i and input rows coming from L2 (the tile's 120 KB
     // gamma buffer and 57 KB of input do not stay in L1; by estimate ~27
