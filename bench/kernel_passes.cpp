@@ -28,6 +28,9 @@
 //   *_unfused_s    for a kernel with wide-register loops (AVX-512), the
 //                  in-cache tile and the full size on 2 threads on the walk
 //                  as it was before them (EvalWork::kFullUnfused), side by side;
+//   *_f64eval_s    for a kernel with the float32 evaluation (AVX-512), the
+//                  same two on its walk with the float64 evaluation instead
+//                  (EvalWork::kFullF64Eval: the walk before it), side by side;
 //   clock_ghz      a chain of dependent integer adds (one per cycle on any
 //                  x86-64 core): the clock this core ran at;
 //   clock_ghz_512  the same chain beside independent 512-bit FMAs: the clock
@@ -311,6 +314,9 @@ int main(int argc, char** argv) {
         if (K::kWideRegisters)
             add("cache_tile_unfused_s",
                 [&, sc] { sweep_tiles<K, EvalWork::kFullUnfused>(p, yc.data, oc.data, mc, tw, sc, inner); });
+        if (K::template f32_eval<float, EvalWork::kFull>)
+            add("cache_tile_f64eval_s",
+                [&, sc] { sweep_tiles<K, EvalWork::kFullF64Eval>(p, yc.data, oc.data, mc, tw, sc, inner); });
         add("cache_eval_arith_s",
             [&, sc] { sweep_tiles<K, EvalWork::kArithmetic>(p, yc.data, oc.data, mc, tw, sc, inner); });
         add("cache_eval_arith_store_s",
@@ -347,6 +353,12 @@ int main(int argc, char** argv) {
     if (has512 && wants("avx512"))
         measures.push_back({"avx512", "full_2t_unfused_s", [&] {
                                 walk = &kernels_avx512::Walk::plan_tile<float, EvalWork::kFullUnfused>;
+                                full(2, Src::kMemory);
+                                walk = nullptr;
+                            }, 1.0, 1e300});
+    if (has512 && wants("avx512") && kernels_avx512::Walk::f32_eval<float, EvalWork::kFull>)
+        measures.push_back({"avx512", "full_2t_f64eval_s", [&] {
+                                walk = &kernels_avx512::Walk::plan_tile<float, EvalWork::kFullF64Eval>;
                                 full(2, Src::kMemory);
                                 walk = nullptr;
                             }, 1.0, 1e300});

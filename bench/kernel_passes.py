@@ -130,6 +130,11 @@ def kernel_sections(kernel: str, h: dict, k: dict, py: dict) -> tuple[list[str],
         ns = unfused / kv_cache * 1e9
         rows.append(["whole tile, the walk before its wide-register loops", f"{ns:.2f}", f"{ns * ghz:.1f}", ops,
                      f"{bound:.2f}", f"{ns * ghz / bound:.2f}"])
+    f64eval = k.get("cache_tile_f64eval_s")
+    if f64eval:
+        ns = f64eval / kv_cache * 1e9
+        rows.append(["whole tile, float64 evaluation (the walk before the float32 one)", f"{ns:.2f}",
+                     f"{ns * ghz:.1f}", ops, f"{bound:.2f}", f"{ns * ghz / bound:.2f}"])
     passes = f"### {kernel} kernel\n\n" + markdown_table(
         [f"pass ({kernel}, in cache, 1 thread)", "ns / knot-vector", "cycles", "FP ops", "FMA-bound cycles",
          "cycles / bound"], rows)
@@ -138,7 +143,8 @@ def kernel_sections(kernel: str, h: dict, k: dict, py: dict) -> tuple[list[str],
     parts = [("the kernel's evaluation (all of it)", k["cache_tile_s"]),
              ("its arithmetic only (operands in registers)", k["cache_eval_arith_s"]),
              ("its arithmetic, converted to float32 and stored", k["cache_eval_arith_store_s"]),
-             ("its loads (input widened to float64) and store, no arithmetic", k["cache_eval_loads_store_s"])]
+             ("its loads (input widened to float64, or float32 as it is in the float32 evaluation) and store, "
+              "no arithmetic", k["cache_eval_loads_store_s"])]
     ev_bound = FLOPS_PER_KNOT_VECTOR["evaluation"] / per_cycle
     part_ns = {label: (seconds - fb) / kv_cache * 1e9 for label, seconds in parts}
     eval_parts = markdown_table(
@@ -157,6 +163,8 @@ def kernel_sections(kernel: str, h: dict, k: dict, py: dict) -> tuple[list[str],
                  line("the real case", k["full_2t_s"], 2),
                  *([line("the real case, the walk before its wide-register loops", k["full_2t_unfused_s"], 2)]
                    if "full_2t_unfused_s" in k else []),
+                 *([line("the real case, float64 evaluation (the walk before the float32 one)",
+                         k["full_2t_f64eval_s"], 2)] if "full_2t_f64eval_s" in k else []),
                  line("letcc plan(y, out=buf) from Python", py[f"plan_out_{kernel}"], 2)]
     in_cost = k["full_1t_s"] - k["in_cached_1t_s"]
     out_cost = k["full_1t_s"] - k["out_cached_1t_s"]
@@ -192,6 +200,11 @@ def kernel_sections(kernel: str, h: dict, k: dict, py: dict) -> tuple[list[str],
             f"- {kernel}: the walk before its wide-register loops (forward two knots per loop, every query in a "
             f"loop of its own) takes {unfused / k['cache_tile_s']:.2f}x this walk's time in cache and "
             f"{k['full_2t_unfused_s'] / k['full_2t_s']:.2f}x at full size on two threads.")
+    if f64eval:
+        summary.append(
+            f"- {kernel}: the same walk with the float64 evaluation (float32 rows widened, the result narrowed; "
+            f"the walk before the float32 evaluation) takes {f64eval / k['cache_tile_s']:.2f}x this walk's time "
+            f"in cache and {k['full_2t_f64eval_s'] / k['full_2t_s']:.2f}x at full size on two threads.")
     return [passes, eval_parts], full_rows, summary
 
 
@@ -236,7 +249,12 @@ loop replaced by one part of its work (see EvalWork in csrc/plan_walk.hpp), minu
 a kernel has wide-register loops (AVX-512: forward four knots per loop, the first query of each interval
 evaluated inside the back substitution's loop), its evaluation row is the whole tile minus forward + back
 alone (what the evaluation adds), its parts are those of the separate evaluation loop that the interval's
-other queries still run, and the walk before those loops (EvalWork::kFullUnfused) is timed beside it."""
+other queries still run, and the walk before those loops (EvalWork::kFullUnfused) is timed beside it.
+Where a kernel has the float32 evaluation for float32 data (AVX-512: a query's gamma terms summed in
+float64 and narrowed once, its y terms added in float32 on the float32 rows; csrc/plan_walk_isa.hpp,
+f32_eval), the evaluation's 6 FP ops per query-vector are 4 float64 and 2 float32 ones, its parts are
+those of that evaluation, and the same walk with the float64 evaluation (EvalWork::kFullF64Eval) is
+timed beside it."""
 
 
 def main(argv=None) -> None:

@@ -35,6 +35,9 @@ struct Avx2 {
     };
     static constexpr std::size_t kLanes = 4;
     static constexpr int kRegisters = 16;
+    // float64 arithmetic for float32 data throughout (no float32 evaluation).
+    static constexpr bool kFloat32YTerms = false;
+    using F = void;
     LETCC_WALK_FN static V set1(double x) { return _mm256_set1_pd(x); }
     LETCC_WALK_FN static V mul(V a, V b) { return _mm256_mul_pd(a, b); }
     LETCC_WALK_FN static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }

@@ -1,8 +1,11 @@
 // The plan's column-tile kernel on AVX-512 (F and VL): the walk of
 // plan_walk_isa.hpp, the AVX2 kernel's, on the 8-lane traits below, with the
-// same operations in the same order on every column, so its results are
-// bit-for-bit those of the AVX2 kernel. What the traits change besides the
-// width: tails run under a lane mask register, and non-temporal stores of a row
+// same operations in the same order on every column, so its float64 results
+// are bit-for-bit those of the AVX2 kernel. For float32 data it has the
+// float32 evaluation (kFloat32YTerms; why it stays within the float32 bound:
+// PlanWalk::f32_eval), so its float32 results are within a few float32
+// roundings of the float64 ones, not the AVX2 kernel's bits. What the traits
+// change besides the width: tails run under a lane mask register, and non-temporal stores of a row
 // use the widest store its alignment allows (numpy aligns arrays to 16 bytes
 // only); and its 32 registers (kRegisters) let the walk run its wide-register
 // loops (PlanWalk::kWideRegisters: forward_four, back_two_fused), which keep
@@ -54,8 +57,20 @@ struct Avx512 {
     LETCC_WALK_FN static V loadu(const double* p, Mask k) { return _mm512_maskz_loadu_pd(k, p); }
     LETCC_WALK_FN static void storeu(float* p, V v, Mask k) { _mm256_mask_storeu_ps(p, k, _mm512_cvtpd_ps(v)); }
     LETCC_WALK_FN static void storeu(double* p, V v, Mask k) { _mm512_mask_storeu_pd(p, k, v); }
-    LETCC_WALK_FN static void stream(float* p, V v, unsigned wide) {
-        const __m256 f = _mm512_cvtpd_ps(v);
+    LETCC_WALK_FN static void stream(float* p, V v, unsigned wide) { streamf(p, narrow(v), wide); }
+    // The float32 evaluation (kFloat32YTerms; PlanWalk::f32_eval): a query's
+    // y terms in float32 on the 8 float32 lanes of one float64 vector's
+    // columns, added to its gamma terms narrowed from float64.
+    static constexpr bool kFloat32YTerms = true;
+    using F = __m256;
+    LETCC_WALK_FN static F set1f(float x) { return _mm256_set1_ps(x); }
+    LETCC_WALK_FN static F narrow(V v) { return _mm512_cvtpd_ps(v); }
+    LETCC_WALK_FN static F fmaf(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+    LETCC_WALK_FN static F loadf(const float* p) { return _mm256_loadu_ps(p); }
+    LETCC_WALK_FN static F loadf(const float* p, Mask k) { return _mm256_maskz_loadu_ps(k, p); }
+    LETCC_WALK_FN static void storef(float* p, F f) { _mm256_storeu_ps(p, f); }
+    LETCC_WALK_FN static void storef(float* p, F f, Mask k) { _mm256_mask_storeu_ps(p, k, f); }
+    LETCC_WALK_FN static void streamf(float* p, F f, unsigned wide) {
         if (wide >= 32) {
             _mm256_stream_ps(p, f);
         } else {

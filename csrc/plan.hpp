@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -29,7 +30,17 @@ struct PlanTables {
     // back substitution while their gamma rows are still in L1: the queries
     // with k == kk are order[by_k[kk] .. by_k[kk + 1]).
     std::vector<std::int64_t> order, by_k;          // size q, n + 1
+    // Per query: |cy0| + |cy1| <= 1 (value queries inside the knots and at
+    // them, second derivatives), so its y terms are a convex combination of two
+    // input rows and may be formed in float32 arithmetic (kernels_avx512.hpp's
+    // float32 evaluation; the error bound is there). Not for first derivatives
+    // (+-1/h) or extrapolation (1 + 2 dx/h): their y terms cancel each other.
+    std::vector<std::uint8_t> convex_y;             // size q
 };
+
+// The largest |cy0| + |cy1| that PlanTables::convex_y admits: 1 and the
+// rounding of (x_{k+1} - t) / h + (t - x_k) / h.
+constexpr double kConvexYWeight = 1.0 + 1e-12;
 
 inline PlanTables make_plan_tables(const ReinschFactor& f, const double* at, std::size_t q, int nu) {
     PlanTables p;
@@ -42,13 +53,14 @@ inline PlanTables make_plan_tables(const ReinschFactor& f, const double* at, std
     };
     p.qa = pad(f.qa); p.qb = pad(f.qb); p.qc = pad(f.qc);
     p.l1 = pad(f.l1); p.l2 = pad(f.l2); p.inv_d = pad(f.inv_d);
-    p.k.resize(q); p.k1.resize(q); p.cy.resize(2 * q); p.cgam.resize(4 * q);
+    p.k.resize(q); p.k1.resize(q); p.cy.resize(2 * q); p.cgam.resize(4 * q); p.convex_y.resize(q);
     for (std::size_t j = 0; j < q; ++j) {
         const PlanRow r = plan_row(f, at[j], nu);
         p.k[j] = r.k;
         p.k1[j] = (r.k + 1 < p.n) ? r.k + 1 : p.n - 1;
         p.cy[2 * j] = r.cy0;
         p.cy[2 * j + 1] = r.cy1;
+        p.convex_y[j] = std::abs(r.cy0) + std::abs(r.cy1) <= kConvexYWeight;
         for (int t = 0; t < 4; ++t) p.cgam[4 * j + t] = r.cgam[t];
     }
     p.by_k.assign(f.n + 1, 0);

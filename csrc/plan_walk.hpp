@@ -23,6 +23,12 @@
 //   static constexpr int kRegisters;      vector registers (16 or 32): with 32 the
 //                                         walk runs its wider loops
 //                                         (PlanWalk::kWideRegisters)
+//   static constexpr bool kFloat32YTerms; whether float32 data gets the float32
+//                                         evaluation (PlanWalk::f32_eval); then also
+//   using F = ...;                        kLanes float32 (one V's columns), and
+//   static F set1f(float); static F narrow(V);  static F fmaf(F, F, F);
+//   static F loadf(const float*[, Mask]); static void storef(float*, F[, Mask]);
+//   static void streamf(float*, F, unsigned wide);
 //
 // for T = float and double. Every one of them is always-inline and compiled
 // for the ISA (target attribute). So is every function of the walk: GCC and
@@ -39,6 +45,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "plan.hpp"
 
@@ -120,11 +127,20 @@ inline unsigned stream_width(const void* p) {
 //   kFullUnfused      all of it, on the walk as it was before its wide-register
 //                     loops (PlanWalk::kWideRegisters: forward_four,
 //                     back_two_fused): forward two knots per loop, every query
-//                     in its own loop; for the harness to compare side by side.
-// Only kFull and kFullUnfused evaluate the tail of a row.
-enum class EvalWork { kFull, kArithmetic, kArithmeticStore, kLoadsStore, kNone, kFullUnfused };
+//                     in its own loop, float64 evaluation; for the harness to
+//                     compare side by side;
+//   kFullF64Eval      all of it on the library's walk, but with the float64
+//                     evaluation for float32 data where the kernel has the
+//                     float32 one (PlanWalk::f32_eval): the walk before it, for
+//                     the harness to compare side by side.
+// The parts (kArithmetic, kArithmeticStore, kLoadsStore) are those of kFull's
+// evaluation, float32 or float64 as it is. Only kFull, kFullUnfused and
+// kFullF64Eval evaluate the tail of a row.
+enum class EvalWork { kFull, kArithmetic, kArithmeticStore, kLoadsStore, kNone, kFullUnfused, kFullF64Eval };
 
-constexpr bool evaluates_all(EvalWork w) { return w == EvalWork::kFull || w == EvalWork::kFullUnfused; }
+constexpr bool evaluates_all(EvalWork w) {
+    return w == EvalWork::kFull || w == EvalWork::kFullUnfused || w == EvalWork::kFullF64Eval;
+}
 
 }  // namespace plan_walk
 }  // namespace letcc

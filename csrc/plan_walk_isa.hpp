@@ -7,7 +7,10 @@
 //
 // The same three passes and the same float64 arithmetic as kernels.hpp, with
 // the same operations in the same order on every column whatever the vector
-// width, so the AVX2 and AVX-512 kernels give bit-for-bit the same results:
+// width, so the AVX2 and AVX-512 kernels give bit-for-bit the same results,
+// but for one thing: for float32 data the AVX-512 kernel adds each query's y
+// terms in float32 (f32_eval, below: within the float32 bound, not the same
+// bits):
 //
 // - Forward substitution fused with z = Q^T y, two knots per pass: rows i and
 //   i+1 share three input rows and z_{i-1}, so each input row is widened twice
@@ -82,14 +85,145 @@ struct PlanWalk {
         return S::fma(nu1, g1, S::fma(nu2, g2, S::mul(d, g)));
     }
 
-    // One query: c[0] ya + c[1] yb + sum_t c[2 + t] h_t.
-    LETCC_WALK_FN static V eval_vector(const V* c, V ya, V yb, V h0, V h1, V h2, V h3) {
-        V r = S::mul(c[0], ya);
-        r = S::fma(c[1], yb, r);
-        r = S::fma(c[2], h0, r);
-        r = S::fma(c[3], h1, r);
-        r = S::fma(c[4], h2, r);
-        return S::fma(c[5], h3, r);
+    // The float32 evaluation (kE below): for float32 data where the traits
+    // have it (S::kFloat32YTerms: AVX-512) and the query's y terms are a
+    // convex combination (PlanTables::convex_y), a query's gamma terms are
+    // summed in float64 as always, narrowed to float32 once, and its two y
+    // terms added in float32 arithmetic on the float32 rows as they are:
+    //     out = fl32(cy1 yb + fl32(cy0 ya + fl32(sum_t cgam[t] h_t)))
+    // (FMAs, cy rounded to float32). The rows are then never widened, their
+    // two FMAs run on 8-lane float32 vectors and the result needs no
+    // narrowing: three of the eleven port-0/5 uops of a query-vector on an
+    // Intel Xeon, where vcvtps2pd and vcvtpd2ps take two each. Measured there
+    // (n = K = 64, float32, C++ harness, side by side with the float64
+    // evaluation, EvalWork::kFullF64Eval; 14 runs of bench/kernel_passes.cpp
+    // on a shared 2-core VM): in cache 0.96-1.01x the time (median 0.975x),
+    // full size on two threads 0.85-1.02x (median 0.91x); from Python within
+    // the noise of one run. Less than the uops promise: the fused
+    // loop (back_two_eval) then runs at ~60% of its port-0/5 throughput, its
+    // gamma rows i - 1, i and input rows coming from L2 (the tile's 120 KB
+    // gamma buffer and 57 KB of input do not stay in L1; by estimate ~27
+    // bytes per cycle with the write-backs); smaller tiles (64, 96 columns)
+    // were slower, as before. Why this is
+    // within the float32 bound (1e-6 of max |y| for n <= 1024): the gamma sum
+    // holds the terms that cancel (coefficients lam / (w h), up to ~1e5 x
+    // max |y| each at n = 1024, lam = 1), and it is formed in float64, so only
+    // its result is rounded, and that result is out - (cy0 ya + cy1 yb), no
+    // larger than |out| + max |y|; the y terms are exact float32 values with
+    // |cy0| + |cy1| <= 1. Each of the four float32 roundings (cy, the
+    // narrowing, two FMAs) is then within 2^-24 (|out| + max |y|), the whole
+    // within 3 x 2^-24 (|out| + max |y|) (tests/test_splines_plan_kernels.py
+    // checks every element against that): measured at most 9.1e-8 of max |y|
+    // at n = 16..1024, lam = 1e-8..1 (bench/results/float32_arithmetic.md;
+    // the float64 evaluation, which rounds only its result: 5.0e-8), against
+    // the bound 1e-6. What is not within it: the whole 6-term evaluation in
+    // float32 from gamma narrowed once per knot (its gamma terms, lam / (w h)
+    // times gamma, cancel in float32: 4.5e-5 of max |y| at n = 1024, lam = 1),
+    // and Q^T y in float32 (its second differences round to eps32 |y| / h,
+    // which lam Q M^-1 amplifies as n and lam grow: 3.3e-5; same file). First
+    // derivatives (cy = -+1/h) and extrapolation (1 + 2 dx / h) cancel in
+    // their y terms: float64 evaluation, the AVX2 kernel's bits.
+    // The results are then not the AVX2 kernel's bit for bit for float32
+    // data (float64 data: still the same bits); EvalWork::kFullF64Eval runs
+    // the float64 evaluation on the same walk, for side-by-side timing.
+    template <class T, EvalWork W>
+    static constexpr bool f32_eval = S::kFloat32YTerms && std::is_same<T, float>::value &&
+                                     W != EvalWork::kFullF64Eval && W != EvalWork::kFullUnfused;
+
+    // An input row's vector and a query's result: float64 lanes, or with the
+    // float32 evaluation (kE) the float32 lanes of the same columns.
+    // (A specialisation rather than std::conditional_t: vector types as
+    // template arguments lose their attributes, and GCC warns.)
+    template <bool kE, class = void>
+    struct YOf {
+        using type = V;
+    };
+    template <class D>
+    struct YOf<true, D> {
+        using type = typename S::F;
+    };
+    template <bool kE>
+    using Y = typename YOf<kE>::type;
+
+    // A query's coefficients: cy0, cy1 (float32 when kE), cgam[0..3].
+    template <bool kE>
+    struct EvalCoeffs {
+        Y<kE> y[2];
+        V g[4];
+    };
+
+    template <bool kE>
+    LETCC_WALK_FN static EvalCoeffs<kE> eval_coeffs(const double* c) {
+        EvalCoeffs<kE> e;
+        for (int t = 0; t < 2; ++t) {
+            if constexpr (kE)
+                e.y[t] = S::set1f(static_cast<float>(c[t]));
+            else
+                e.y[t] = S::set1(c[t]);
+        }
+        for (int t = 0; t < 4; ++t) e.g[t] = S::set1(c[2 + t]);
+        return e;
+    }
+
+    template <bool kE, class T>
+    LETCC_WALK_FN static Y<kE> load_y(const T* p) {
+        if constexpr (kE)
+            return S::loadf(p);
+        else
+            return S::loadu(p);
+    }
+
+    template <bool kE, class T>
+    LETCC_WALK_FN static Y<kE> load_y(const T* p, typename S::Mask k) {
+        if constexpr (kE)
+            return S::loadf(p, k);
+        else
+            return S::loadu(p, k);
+    }
+
+    // One query: cy0 ya + cy1 yb + sum_t cgam[t] h_t, in float64 in this
+    // order, or with kE as above.
+    template <bool kE>
+    LETCC_WALK_FN static Y<kE> eval_vector(const EvalCoeffs<kE>& c, Y<kE> ya, Y<kE> yb, V h0, V h1, V h2, V h3) {
+        if constexpr (kE) {
+            V g = S::mul(c.g[0], h0);
+            g = S::fma(c.g[1], h1, g);
+            g = S::fma(c.g[2], h2, g);
+            g = S::fma(c.g[3], h3, g);
+            return S::fmaf(c.y[1], yb, S::fmaf(c.y[0], ya, S::narrow(g)));
+        } else {
+            V r = S::mul(c.y[0], ya);
+            r = S::fma(c.y[1], yb, r);
+            r = S::fma(c.g[0], h0, r);
+            r = S::fma(c.g[1], h1, r);
+            r = S::fma(c.g[2], h2, r);
+            return S::fma(c.g[3], h3, r);
+        }
+    }
+
+    // One output vector of a query: streamed (kStream, p aligned to `wide`) or
+    // not; put_masked: lanes k only.
+    template <bool kStream, bool kE, class T>
+    LETCC_WALK_FN static void put(T* p, Y<kE> r, unsigned wide) {
+        if constexpr (kE) {
+            if constexpr (kStream)
+                S::streamf(p, r, wide);
+            else
+                S::storef(p, r);
+        } else {
+            if constexpr (kStream)
+                S::stream(p, r, wide);
+            else
+                S::storeu(p, r);
+        }
+    }
+
+    template <bool kE, class T>
+    LETCC_WALK_FN static void put_masked(T* p, Y<kE> r, typename S::Mask k) {
+        if constexpr (kE)
+            S::storef(p, r, k);
+        else
+            S::storeu(p, r, k);
     }
 
     // Buffer row r = knot r - 1, rows bs doubles apart.
@@ -228,15 +362,6 @@ struct PlanWalk {
         }
     }
 
-    // One output vector of a query: streamed (kStream, p aligned to `wide`) or not.
-    template <bool kStream, class T>
-    LETCC_WALK_FN static void put(T* p, V r, unsigned wide) {
-        if constexpr (kStream)
-            S::stream(p, r, wide);
-        else
-            S::storeu(p, r);
-    }
-
     // back_two (knots i and i - 1) with, in the same loop, one query of
     // interval i + 1 (kQ1; it reads gamma at knots i .. i + 3) and one of
     // interval i (kQ0; knots i - 1 .. i + 2), a and b. Their gamma rows come
@@ -253,7 +378,7 @@ struct PlanWalk {
     // (kWideRegisters). tv: the rows' full vectors; tw: the tile's columns (the
     // queries' masked tail); bs: the padded row (the back substitution runs
     // over all of it, its padding lanes holding zeros).
-    template <bool kQ1, bool kQ0, bool kDown, bool kStream, class T>
+    template <bool kQ1, bool kQ0, bool kE, bool kDown, bool kStream, class T>
     LETCC_WALK_FN static void back_two_eval(const PlanTables& p, std::int64_t i, std::size_t bs, std::size_t tv,
                                             std::size_t tw, double* __restrict__ buf, const QueryRows<T>& a,
                                             const QueryRows<T>& b, unsigned wa, unsigned wb, PrefetchCursor& pc) {
@@ -267,10 +392,7 @@ struct PlanWalk {
         const T *__restrict__ ya1 = a.ya, *__restrict__ yb1 = a.yb;
         const T *__restrict__ ya0 = b.ya, *__restrict__ yb0 = b.yb;
         T *__restrict__ o1 = a.o, *__restrict__ o0 = b.o;
-        const V ca[6] = {S::set1(a.c[0]), S::set1(a.c[1]), S::set1(a.c[2]),
-                         S::set1(a.c[3]), S::set1(a.c[4]), S::set1(a.c[5])};
-        const V cb[6] = {S::set1(b.c[0]), S::set1(b.c[1]), S::set1(b.c[2]),
-                         S::set1(b.c[3]), S::set1(b.c[4]), S::set1(b.c[5])};
+        const EvalCoeffs<kE> ca = eval_coeffs<kE>(a.c), cb = eval_coeffs<kE>(b.c);
         for (std::size_t t = 0; t < tv; t += L) {
             if ((t & pc.eval_mask) == 0) pc.step(1);
             const std::size_t j = kDown ? tv - L - t : t;
@@ -280,15 +402,19 @@ struct PlanWalk {
             const V rm = back_knot(Dm, V2, V1, S::load(gm + j), G1, r);
             S::store(gm + j, rm);
             if constexpr (kQ1 && kQ0) {
-                // Input row i + 1 is both queries' (back_two_fused): widened once.
-                const V Y1 = S::loadu(ya1 + j);
-                put<kStream>(o1 + j, eval_vector(ca, Y1, S::loadu(yb1 + j), r, G1, G2, S::load(g3 + j)), wa);
-                put<kStream>(o0 + j, eval_vector(cb, S::loadu(ya0 + j), Y1, rm, r, G1, G2), wb);
+                // Input row i + 1 is both queries' (back_two_fused): loaded (widened) once.
+                const Y<kE> Y1 = load_y<kE>(ya1 + j);
+                put<kStream, kE>(o1 + j, eval_vector<kE>(ca, Y1, load_y<kE>(yb1 + j), r, G1, G2, S::load(g3 + j)),
+                                 wa);
+                put<kStream, kE>(o0 + j, eval_vector<kE>(cb, load_y<kE>(ya0 + j), Y1, rm, r, G1, G2), wb);
             } else if constexpr (kQ1) {
-                put<kStream>(o1 + j, eval_vector(ca, S::loadu(ya1 + j), S::loadu(yb1 + j), r, G1, G2, S::load(g3 + j)),
-                             wa);
+                put<kStream, kE>(o1 + j,
+                                 eval_vector<kE>(ca, load_y<kE>(ya1 + j), load_y<kE>(yb1 + j), r, G1, G2,
+                                                 S::load(g3 + j)),
+                                 wa);
             } else if constexpr (kQ0) {
-                put<kStream>(o0 + j, eval_vector(cb, S::loadu(ya0 + j), S::loadu(yb0 + j), rm, r, G1, G2), wb);
+                put<kStream, kE>(o0 + j, eval_vector<kE>(cb, load_y<kE>(ya0 + j), load_y<kE>(yb0 + j), rm, r, G1, G2),
+                                 wb);
             }
         }
         if (tv < bs) {
@@ -299,25 +425,27 @@ struct PlanWalk {
             S::store(gm + tv, rm);
             const auto k = S::lanes(tw - tv);
             if constexpr (kQ1)
-                S::storeu(o1 + tv,
-                          eval_vector(ca, S::loadu(ya1 + tv, k), S::loadu(yb1 + tv, k), r, G1, G2, S::load(g3 + tv)),
-                          k);
+                put_masked<kE>(o1 + tv,
+                               eval_vector<kE>(ca, load_y<kE>(ya1 + tv, k), load_y<kE>(yb1 + tv, k), r, G1, G2,
+                                               S::load(g3 + tv)),
+                               k);
             if constexpr (kQ0)
-                S::storeu(o0 + tv, eval_vector(cb, S::loadu(ya0 + tv, k), S::loadu(yb0 + tv, k), rm, r, G1, G2), k);
+                put_masked<kE>(o0 + tv,
+                               eval_vector<kE>(cb, load_y<kE>(ya0 + tv, k), load_y<kE>(yb0 + tv, k), rm, r, G1, G2), k);
         }
     }
 
     // back_two_eval's loop specialised on direction and store kind.
-    template <bool kQ1, bool kQ0, class T>
+    template <bool kQ1, bool kQ0, bool kE, class T>
     LETCC_WALK_FN static void back_two_eval_as(bool down, bool nt, const PlanTables& p, std::int64_t i, std::size_t bs,
                                                std::size_t tv, std::size_t tw, double* buf, const QueryRows<T>& a,
                                                const QueryRows<T>& b, unsigned wa, unsigned wb, PrefetchCursor& pc) {
         if (nt) {
-            if (down) back_two_eval<kQ1, kQ0, true, true>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
-            else back_two_eval<kQ1, kQ0, false, true>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+            if (down) back_two_eval<kQ1, kQ0, kE, true, true>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+            else back_two_eval<kQ1, kQ0, kE, false, true>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
         } else {
-            if (down) back_two_eval<kQ1, kQ0, true, false>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
-            else back_two_eval<kQ1, kQ0, false, false>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+            if (down) back_two_eval<kQ1, kQ0, kE, true, false>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+            else back_two_eval<kQ1, kQ0, kE, false, false>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
         }
     }
 
@@ -328,14 +456,20 @@ struct PlanWalk {
     // rules are eval_query's, applied to the fused queries together: stream
     // only if both rows may, walk down if either needs it (the order never
     // changes a column's arithmetic). A step without queries still runs the
-    // fused loop, which paces the next tile's prefetches.
-    template <class T>
+    // fused loop, which paces the next tile's prefetches. W: kFull or
+    // kFullF64Eval; with the float32 evaluation (f32_eval) the loop runs it,
+    // and a first query without convex y terms is left to eval_query
+    // (float64 evaluation), so every query is evaluated one way whatever
+    // loop it runs in.
+    template <EvalWork W, class T>
     LETCC_WALK_FN static void back_two_fused(const PlanTables& p, std::int64_t i, const T* y, std::size_t ldy,
                                              T* out, std::size_t ldo, std::size_t c0, std::size_t tw, std::size_t bs,
                                              double* buf, bool stream, PrefetchCursor& pc) {
         const std::int64_t s1 = p.by_k[i + 1], e1 = p.by_k[i + 2];  // interval i + 1
         const std::int64_t s0 = p.by_k[i], e0 = p.by_k[i + 1];      // interval i
-        const bool h1 = s1 < e1, h0 = s0 < e0;
+        constexpr bool kE = f32_eval<T, W>;
+        const bool h1 = s1 < e1 && (!kE || p.convex_y[p.order[s1]]);
+        const bool h0 = s0 < e0 && (!kE || p.convex_y[p.order[s0]]);
         const std::size_t tv = tw & ~(L - 1);
         QueryRows<T> a{}, b{};
         unsigned wa = 64, wb = 64;
@@ -354,19 +488,19 @@ struct PlanWalk {
         // row i + 1 (k1 = min(k + 1, n - 1) = i + 1, as i <= n - 2): the
         // fused loop widens it once.
         const bool nt = stream && wa >= 16 && wb >= 16 && tw * sizeof(T) >= plan_walk::kMinStreamRowBytes;
-        if (h1 && h0) back_two_eval_as<true, true>(down, nt, p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
-        else if (h1) back_two_eval_as<true, false>(down, nt, p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
-        else if (h0) back_two_eval_as<false, true>(down, nt, p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
-        else back_two_eval<false, false, false, false>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
-        for (std::int64_t t = s1 + 1; t < e1; ++t)
-            eval_query<EvalWork::kFull>(p, p.order[t], y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
-        for (std::int64_t t = s0 + 1; t < e0; ++t)
-            eval_query<EvalWork::kFull>(p, p.order[t], y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
+        if (h1 && h0) back_two_eval_as<true, true, kE>(down, nt, p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+        else if (h1) back_two_eval_as<true, false, kE>(down, nt, p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+        else if (h0) back_two_eval_as<false, true, kE>(down, nt, p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+        else back_two_eval<false, false, kE, false, false>(p, i, bs, tv, tw, buf, a, b, wa, wb, pc);
+        for (std::int64_t t = s1 + (h1 ? 1 : 0); t < e1; ++t)
+            eval_query<W>(p, p.order[t], y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
+        for (std::int64_t t = s0 + (h0 ? 1 : 0); t < e0; ++t)
+            eval_query<W>(p, p.order[t], y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
     }
 
     // One query's row, the loop specialised on its direction and on how it
     // stores: the choice is made once per row. tv: the row's full vectors.
-    template <EvalWork W, bool kDown, bool kStream, class T>
+    template <EvalWork W, bool kE, bool kDown, bool kStream, class T>
     LETCC_WALK_FN static void eval_row(const QueryRows<T>& q, std::size_t bs, std::size_t tv, unsigned wide,
                                        PrefetchCursor& pc) {
         const T* __restrict__ ya = q.ya;
@@ -376,40 +510,59 @@ struct PlanWalk {
         const double* __restrict__ g2 = g0 + 2 * bs;
         const double* __restrict__ g3 = g0 + 3 * bs;
         T* __restrict__ o = q.o;
-        const V c[6] = {S::set1(q.c[0]), S::set1(q.c[1]), S::set1(q.c[2]),
-                        S::set1(q.c[3]), S::set1(q.c[4]), S::set1(q.c[5])};
-        V a = S::set1(1.0), b = a, h0 = a, h1 = a, h2 = a, h3 = a;  // EvalWork's operands
+        const EvalCoeffs<kE> c = eval_coeffs<kE>(q.c);
+        // EvalWork's operands
+        V h0 = S::set1(1.0), h1 = h0, h2 = h0, h3 = h0;
+        Y<kE> a;
+        if constexpr (kE)
+            a = S::set1f(1.0f);
+        else
+            a = h0;
+        Y<kE> b = a;
         for (std::size_t t = 0; t < tv; t += L) {
             if ((t & pc.eval_mask) == 0) pc.step(1);
             const std::size_t j = kDown ? tv - L - t : t;
             if constexpr (plan_walk::evaluates_all(W)) {
-                const V r = eval_vector(c, S::loadu(ya + j), S::loadu(yb + j), S::load(g0 + j), S::load(g1 + j),
-                                        S::load(g2 + j), S::load(g3 + j));
-                if constexpr (kStream)
-                    S::stream(o + j, r, wide);
-                else
-                    S::storeu(o + j, r);
+                const Y<kE> r = eval_vector<kE>(c, load_y<kE>(ya + j), load_y<kE>(yb + j), S::load(g0 + j),
+                                                S::load(g1 + j), S::load(g2 + j), S::load(g3 + j));
+                put<kStream, kE>(o + j, r, wide);
             } else if constexpr (W == EvalWork::kLoadsStore) {
-                a = S::loadu(ya + j), b = S::loadu(yb + j);
+                a = load_y<kE>(ya + j), b = load_y<kE>(yb + j);
                 h0 = S::load(g0 + j), h1 = S::load(g1 + j), h2 = S::load(g2 + j), h3 = S::load(g3 + j);
                 asm volatile("" ::"v"(a), "v"(b), "v"(h0), "v"(h1), "v"(h2), "v"(h3));
-                S::storeu(o + j, a);
+                put<false, kE>(o + j, a, 0);
             } else if constexpr (W == EvalWork::kArithmetic || W == EvalWork::kArithmeticStore) {
                 asm volatile("" : "+v"(a), "+v"(b), "+v"(h0), "+v"(h1), "+v"(h2), "+v"(h3));
-                const V r = eval_vector(c, a, b, h0, h1, h2, h3);
+                const Y<kE> r = eval_vector<kE>(c, a, b, h0, h1, h2, h3);
                 if constexpr (W == EvalWork::kArithmeticStore)
-                    S::storeu(o + j, r);
+                    put<false, kE>(o + j, r, 0);
                 else
                     asm volatile("" ::"v"(r));
             }
         }
     }
 
+    // One query on its own, in the float32 evaluation where f32_eval and its
+    // y terms allow (convex_y), else in float64.
     template <EvalWork W, class T>
     LETCC_WALK_FN static void eval_query(const PlanTables& p, std::int64_t qi, const T* y, std::size_t ldy, T* out,
                                          std::size_t ldo, std::size_t c0, std::size_t tw, std::size_t bs,
                                          const double* buf, bool stream, PrefetchCursor& pc) {
-        if constexpr (W == EvalWork::kNone) return;
+        if constexpr (W != EvalWork::kNone) {
+            if constexpr (f32_eval<T, W>) {
+                if (p.convex_y[qi]) {
+                    eval_query_as<W, true>(p, qi, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
+                    return;
+                }
+            }
+            eval_query_as<W, false>(p, qi, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
+        }
+    }
+
+    template <EvalWork W, bool kE, class T>
+    LETCC_WALK_FN static void eval_query_as(const PlanTables& p, std::int64_t qi, const T* y, std::size_t ldy, T* out,
+                                            std::size_t ldo, std::size_t c0, std::size_t tw, std::size_t bs,
+                                            const double* buf, bool stream, PrefetchCursor& pc) {
         const QueryRows<T> q = query_rows(p, qi, y, ldy, out, ldo, c0, bs, buf);
         const std::size_t tv = tw & ~(L - 1);
         // Streaming needs 16-byte-aligned rows; the same columns take the
@@ -422,21 +575,20 @@ struct PlanWalk {
         // the stores. The order does not change any column's arithmetic.
         const bool down = plan_walk::store_runs_ahead_of(q.o, q.ya) || plan_walk::store_runs_ahead_of(q.o, q.yb);
         if (nt) {
-            if (down) eval_row<W, true, true>(q, bs, tv, wide, pc);
-            else eval_row<W, false, true>(q, bs, tv, wide, pc);
+            if (down) eval_row<W, kE, true, true>(q, bs, tv, wide, pc);
+            else eval_row<W, kE, false, true>(q, bs, tv, wide, pc);
         } else {
-            if (down) eval_row<W, true, false>(q, bs, tv, wide, pc);
-            else eval_row<W, false, false>(q, bs, tv, wide, pc);
+            if (down) eval_row<W, kE, true, false>(q, bs, tv, wide, pc);
+            else eval_row<W, kE, false, false>(q, bs, tv, wide, pc);
         }
         if (plan_walk::evaluates_all(W) && tv < tw) {
             const auto k = S::lanes(tw - tv);
-            const V c[6] = {S::set1(q.c[0]), S::set1(q.c[1]), S::set1(q.c[2]),
-                            S::set1(q.c[3]), S::set1(q.c[4]), S::set1(q.c[5])};
+            const EvalCoeffs<kE> c = eval_coeffs<kE>(q.c);
             const double* g = q.g0 + tv;
-            S::storeu(q.o + tv,
-                      eval_vector(c, S::loadu(q.ya + tv, k), S::loadu(q.yb + tv, k), S::load(g), S::load(g + bs),
-                                  S::load(g + 2 * bs), S::load(g + 3 * bs)),
-                      k);
+            put_masked<kE>(q.o + tv,
+                           eval_vector<kE>(c, load_y<kE>(q.ya + tv, k), load_y<kE>(q.yb + tv, k), S::load(g),
+                                           S::load(g + bs), S::load(g + 2 * bs), S::load(g + 3 * bs)),
+                           k);
         }
     }
 
@@ -459,7 +611,7 @@ struct PlanWalk {
         const std::size_t bs = padded(tw);
         // The evaluation inside the back substitution where the traits have
         // the registers for it (back_two_fused).
-        constexpr bool kFused = kWideRegisters && W == EvalWork::kFull;
+        constexpr bool kFused = kWideRegisters && (W == EvalWork::kFull || W == EvalWork::kFullF64Eval);
         PrefetchCursor pc;
         if (prefetch_cols && c0 + prefetch_cols + tw <= ldy && n > 2) {
             pc.base = reinterpret_cast<const char*>(y + c0 + prefetch_cols);
@@ -478,7 +630,7 @@ struct PlanWalk {
         if constexpr (kFused) {
             for (; i >= 2; i -= 2) {
                 pc.step(2 * pc.back_lines);
-                back_two_fused(p, i, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
+                back_two_fused<W>(p, i, y, ldy, out, ldo, c0, tw, bs, buf, stream, pc);
             }
         } else {
             for (; i >= 2; i -= 2) {

@@ -41,7 +41,7 @@ def test_kernel_passes_writes_its_report(tmp_path):
     for row in ("| forward", "| back", "| evaluation", "| whole tile", "the real case", "input kept in cache",
                 "output kept in cache", "np.copyto", "## What limits it", "n = K = 16, m = 2048",
                 "| its arithmetic only", "| its arithmetic, converted to float32 and stored",
-                "| its loads (input widened to float64) and store", "the evaluation is the pass furthest",
+                "| its loads (input widened to float64", "the evaluation is the pass furthest",
                 "- cpu: ", "plan kernel "):
         assert row in text, row
     for kernel in KERNELS:
@@ -52,12 +52,15 @@ def test_kernel_passes_writes_its_report(tmp_path):
     # Python call per kernel
     full = [line for line in text.splitlines()
             if line.split("|")[1:2] and line.split("|")[1].strip() in KERNELS]
-    # (+1: the AVX-512 kernel's previous walk, before its wide-register loops, beside it)
+    # (+2: the AVX-512 kernel's walk before its wide-register loops and its walk with the float64
+    # evaluation, beside it)
     wide = 1 if "avx512" in KERNELS else 0
-    assert len(full) == 5 * len(KERNELS) + wide
+    assert len(full) == 5 * len(KERNELS) + 2 * wide
     if wide:
         assert "| whole tile, the walk before its wide-register loops" in text
         assert "the real case, the walk before its wide-register loops" in text
+        assert "| whole tile, float64 evaluation (the walk before the float32 one)" in text
+        assert "the real case, float64 evaluation (the walk before the float32 one)" in text
     # the FMA bound from the pipes the harness measured, and a clock no core runs at is not reported
     assert "independent float64 FMAs per cycle" in text
     ghz = float(text.split("clock ")[1].split(" GHz")[0])

@@ -8,7 +8,10 @@ substitution step, and knot counts of every remainder, each take another path.
 Every kernel this CPU runs is checked on each against a dense float64 Reinsch
 solve and natural-spline evaluation written in the tests
 (test_splines_reference.py), every element, and the hand-written kernels
-against each other bit for bit."""
+against each other bit for bit on float64 data. On float32 data the AVX-512
+kernel evaluates in float32 where a query allows it (plan_walk_isa.hpp,
+f32_eval), so there it is held to the float32 bound against the dense solve
+(every element, lam from 1e-8 to 1), as every kernel is."""
 import numpy as np
 import pytest
 
@@ -74,7 +77,7 @@ def check(got, ref, y, dtype):
     for k, v in got.items():
         assert v.dtype == dtype and not np.isnan(v).any(), k
         np.testing.assert_allclose(v, ref, rtol=0, atol=tol * scale, err_msg=k)
-    if HAS_BOTH:
+    if HAS_BOTH and dtype == np.float64:
         np.testing.assert_array_equal(got["avx512"], got["avx2"])
 
 
@@ -88,7 +91,7 @@ def check(got, ref, y, dtype):
 def test_every_query_layout_matches_the_dense_solve(rng, dtype, name, n, m):
     x = np.sort(np.linspace(-1, 1, n) + rng.uniform(-0.3, 0.3, n) / n)
     at = layout(rng, x, name)
-    lam = 10.0 ** rng.uniform(-5, -1)
+    lam = 10.0 ** rng.uniform(-8, 0)
     y = rng.normal(size=(n, m)).astype(dtype)
     plan = letcc.SplineSmoother(x, at, lam=lam, method="banded")
     check(results_by_kernel(plan, y), dense_reference(x, at, y, lam), y, dtype)

@@ -116,8 +116,10 @@ def set_plan_kernel(name: str) -> None:
     """Force the banded plan kernel: ``"auto"`` (the default), ``"generic"``,
     ``"avx2"`` (ValueError on a CPU without AVX2 and FMA) or ``"avx512"``
     (ValueError naming the first missing feature of avx512f, avx512vl, avx2,
-    fma). All compute the same float64 arithmetic (the AVX2 and AVX-512 ones
-    bit for bit the same); this exists to compare and test them."""
+    fma). All compute in float64 (the AVX2 and AVX-512 ones bit for bit the
+    same on float64 data; on float32 data the AVX-512 one adds each value
+    query's two input terms in float32, within the float32 bound of 1e-6 of
+    max |y| but not the same bits); this exists to compare and test them."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     _core.set_plan_kernel(name)
