@@ -77,9 +77,20 @@ def server(script_dir, code, **kw):
 
 def warm(s, X):
     """One full round first: the output layout is probed on it (a probe is a
-    model call, which would block like the rest in the tests that block)."""
+    model call, which would block like the rest in the tests that block).
+    Then wait until the dispatcher has every worker's reply to its probe and
+    its task of that round (answer or cancelled): a round is decided before its slowest workers finish,
+    and a warm-up call still to come would take the place of a gated call of
+    the test that follows (on a loaded machine it did: the gates then never
+    opened in order)."""
     for f in [s.submit(x) for x in X[:s.code.K]]:
         f.result(WAIT)
+    outstanding = s._d._outstanding          # the dispatcher's per-worker task lists (read only)
+
+    def settled():
+        s.backend.wake()                     # an idle dispatcher reads late replies only when woken
+        return not any(outstanding.values())
+    wait_until(settled, "every worker done with the warm-up round")
     return s.stats()["rounds"]
 
 

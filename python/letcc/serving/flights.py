@@ -54,20 +54,12 @@ def pad_groups(requests: list, K: int, row_shape: tuple, dtype) -> np.ndarray:
     return X.swapaxes(0, 1)
 
 
-@dataclass(eq=False)
-class CodedFlight:
-    id: int                  # round id
-    ring: int
-    requests: list           # Request, position i -> (group i // K, input i % K)
-    B: int
-    t0: float                # dispatch time (perf_counter)
-    sent: list
-    waiter: object           # RoundWaiter
-    retry_ok: bool = True    # may the requests be queued again if no worker answers
-    raised: dict = field(default_factory=dict)
-    _deadline: float | None = field(default=None, repr=False)
+class _Flight:
+    """What every flight does with its requests (both kinds hold ``requests``,
+    None where a request left early, and a ``_deadline`` cache field)."""
 
-    kind = "coded"
+    requests: list
+    _deadline: float | None
 
     @property
     def deadline_at(self) -> float:
@@ -81,6 +73,22 @@ class CodedFlight:
         """Request i is no longer the flight's (it timed out)."""
         self.requests[i] = None
         self._deadline = None
+
+
+@dataclass(eq=False)
+class CodedFlight(_Flight):
+    id: int                  # round id
+    ring: int
+    requests: list           # Request, position i -> (group i // K, input i % K)
+    B: int
+    t0: float                # dispatch time (perf_counter)
+    sent: list
+    waiter: object           # RoundWaiter
+    retry_ok: bool = True    # may the requests be queued again if no worker answers
+    raised: dict = field(default_factory=dict)
+    _deadline: float | None = field(default=None, repr=False)
+
+    kind = "coded"
 
     def round_ids(self):
         return (self.id,)
@@ -98,7 +106,7 @@ class Copy:
 
 
 @dataclass(eq=False)
-class TaskFlight:
+class TaskFlight(_Flight):
     requests: list           # b requests, all on one worker (plus a hedge)
     copies: list             # Copy
     hedge_at: float = math.inf     # perf_counter when a second copy goes out
@@ -110,19 +118,6 @@ class TaskFlight:
     @property
     def B(self) -> int:
         return len(self.requests)
-
-    @property
-    def deadline_at(self) -> float:
-        """The earliest deadline of its requests (inf: none); cached, it is read every loop."""
-        d = self._deadline
-        if d is None:
-            d = self._deadline = min((r.deadline_at for r in self.requests if r is not None), default=math.inf)
-        return d
-
-    def drop(self, i: int) -> None:
-        """Request i is no longer the flight's (it timed out)."""
-        self.requests[i] = None
-        self._deadline = None
 
     def round_ids(self):
         return tuple(c.round for c in self.copies)
