@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 
@@ -231,6 +232,37 @@ def test_output_shape_differing_between_workers_is_a_clear_error(script_dir, rng
         X = rng.standard_normal((4, D))
         out = ci(X)                      # the runtime is still usable; old answers are stale
         assert sorted(ci.last_round.answered) == [0, 1, 2, 3]
+        assert_exact_round(ci, code, X, out)
+
+
+def test_a_layout_learnt_from_the_odd_worker_is_learnt_again_after_the_shape_error(script_dir, rng):
+    """Every worker is probed and the first answer sizes the outputs: when that
+    is the one worker whose model returns another shape, the round fails with a
+    clear error and the layout is forgotten, so once the model is mended the
+    next round probes again and works (it used to fail every round after)."""
+    code = letcc.LeTCC(2, 4)
+    with CodedInference(functools.partial(scripted, script_dir), code) as ci:
+        for name in ("shape2", "block0", "block1", "block3"):
+            touch(script_dir / name)
+
+        def release_once_learnt():             # workers 0, 1, 3 are held in their probe call
+            while ci._backend.output_reference() is None:
+                time.sleep(0.005)
+            for j in (0, 1, 3):
+                os.unlink(script_dir / f"block{j}")
+
+        helper = threading.Thread(target=release_once_learnt)
+        helper.start()
+        with pytest.raises(ValueError, match=r"worker [013] returned an output of shape \(1, 3\) float64 for a "
+                                             r"batch of 1 inputs, but worker 2's output for one input was \(4,\)"):
+            ci(rng.standard_normal((2, D)))
+        helper.join()
+        assert ci._backend.output_reference() is None
+        os.unlink(script_dir / "shape2")
+        X = rng.standard_normal((4, D))
+        out = ci(X)
+        assert sorted(ci.last_round.answered) == [0, 1, 2, 3]
+        assert ci._backend.output_reference()[1] == (M,)
         assert_exact_round(ci, code, X, out)
 
 

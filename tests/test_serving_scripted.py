@@ -109,6 +109,9 @@ class ScriptedBackend(Backend):
         self.out_ref = (worker, tuple(row_shape), np.dtype(dtype).str)
         self.out = np.zeros((self.ring, self.n, self.inp.shape[2]) + tuple(row_shape), dtype=dtype)
 
+    def forget_output_layout(self):
+        self.out_ref = self.out = None
+
     def submit(self, r, workers, b, sleep_s, ring=0):
         self._note(self.submitted, (r, list(workers), b, ring, len(self.sleeps)))
 

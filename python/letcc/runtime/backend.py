@@ -137,6 +137,12 @@ class Backend(ABC):
     def set_output_layout(self, row_shape, dtype, worker=None) -> None:
         """Size the outputs from a probe's answer (learnt from `worker`)."""
 
+    @abstractmethod
+    def forget_output_layout(self) -> None:
+        """Drop the learnt output layout (between rounds, none in flight): the next
+        input_view() says it is unknown and the caller probes again. For a shape
+        error: the layout may have been learnt from the odd worker out."""
+
     # ---- rounds -----------------------------------------------------------
 
     @abstractmethod

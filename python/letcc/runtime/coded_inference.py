@@ -435,7 +435,11 @@ class CodedInference(WorkerPool):
                         waiter.fail(j, "raised")
                         self._report(errors, j, ev.payload[0])
                     elif ev.kind == "shape":
-                        raise ValueError(self._shape_message(j, ev.payload, rnd.B))
+                        message = self._shape_message(j, ev.payload, rnd.B)
+                        # the layout may have come from the odd worker out: learn it again
+                        # next round rather than fail every round after this one
+                        backend.forget_output_layout()
+                        raise ValueError(message)
                     else:                       # cancelled: not an answer
                         waiter.fail(j, ev.kind)
                 elif ev.kind == "died":

@@ -247,6 +247,11 @@ class LocalBackend(Backend):
         self._res.segments.append(self._out)
         self._broadcast_layout()
 
+    def forget_output_layout(self) -> None:
+        if self._inp is not None and self._out is not None:
+            spec = self._inp.spec
+            self._replace_segments(spec.rows_cap, spec.row_shape, spec.dtype, None)
+
     def input_spec(self):
         return None if self._inp is None else self._inp.spec
 

@@ -204,6 +204,9 @@ class RayBackend(Backend):
     def output_reference(self):
         return self._out_ref
 
+    def forget_output_layout(self) -> None:
+        self._out_ref = None             # learnt again from the next answer
+
     def output_spec(self):
         return None
 
