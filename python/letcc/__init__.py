@@ -119,7 +119,7 @@ def set_plan_kernel(name: str) -> None:
     fma). All compute in float64 (the AVX2 and AVX-512 ones bit for bit the
     same on float64 data; on float32 data the AVX-512 one adds each value
     query's two input terms in float32, within the float32 bound of 1e-6 of
-    max |y| but not the same bits); this exists to compare and test them."""
+    ``max |y|`` but not the same bits); this exists to compare and test them."""
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     _core.set_plan_kernel(name)
