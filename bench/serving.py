@@ -243,7 +243,7 @@ def cell(rows, name, rate):
     return rows.get((name, rate))
 
 
-def table(d, K, N):
+def table(d):
     head = ["scheme", "offered req/s", "load (x uncoded cap.)", "achieved req/s", "p50", "p99", "p99.9",
             "p99.9 - p50", "MSE", "RelAcc", "rejected", "timeouts", "hedges", "master CPU us/req"]
     cap_u = d["caps"][UNCODED]
@@ -287,7 +287,7 @@ def crossover_lines(d, letcc_name):
     return lines
 
 
-def target_lines(d, letcc_name, K, N):
+def target_lines(d, letcc_name):
     """The issue's Pareto targets at loads <= half the uncoded capacity."""
     cap_u = d["caps"][UNCODED]
     lines = []
@@ -412,7 +412,7 @@ def main():
         sections.append(f"## K = {K}, N = {N} (LeTCC({K},{N}) waits for N - S = {N - N // 4} answers"
                         + "".join(f"; {n} for {N - S}" for n, S in variants.items() if S != N // 4) + ")")
         for dname, d in res.items():
-            sections.append(f"### {d['title']}\n\n" + table(d, K, N))
+            sections.append(f"### {d['title']}\n\n" + table(d))
             for name in [n for n in variants if n in d["caps"]]:
                 # each variant against the baselines only (the other variants are not baselines)
                 dv = dict(d, caps={n: c for n, c in d["caps"].items() if n == name or n not in variants})
@@ -424,7 +424,7 @@ def main():
                                     + "; ".join(gap))
                 if dname == "pareto":
                     sections.append(f"Targets for {name} (Pareto, loads <= half the uncoded capacity):\n\n"
-                                    + "\n".join(target_lines(dv, name, K, N)))
+                                    + "\n".join(target_lines(dv, name)))
         if args.rif and size == args.sizes.split(",")[0] and "pareto" in res:
             sections.append(f"## Rounds in flight (LeTCC({K},{N}), Pareto)\n\n"
                             + rif_sweep(K, N, args, base, X, exact, res["pareto"]["caps"][UNCODED]))
