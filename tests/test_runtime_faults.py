@@ -246,7 +246,7 @@ def test_a_layout_learnt_from_the_odd_worker_is_learnt_again_after_the_shape_err
             touch(script_dir / name)
 
         def release_once_learnt():             # workers 0, 1, 3 are held in their probe call
-            while ci._backend.output_reference() is None:
+            while ci.backend.output_reference() is None:
                 time.sleep(0.005)
             for j in (0, 1, 3):
                 os.unlink(script_dir / f"block{j}")
@@ -257,12 +257,12 @@ def test_a_layout_learnt_from_the_odd_worker_is_learnt_again_after_the_shape_err
                                              r"batch of 1 inputs, but worker 2's output for one input was \(4,\)"):
             ci(rng.standard_normal((2, D)))
         helper.join()
-        assert ci._backend.output_reference() is None
+        assert ci.backend.output_reference() is None
         os.unlink(script_dir / "shape2")
         X = rng.standard_normal((4, D))
         out = ci(X)
         assert sorted(ci.last_round.answered) == [0, 1, 2, 3]
-        assert ci._backend.output_reference()[1] == (M,)
+        assert ci.backend.output_reference()[1] == (M,)
         assert_exact_round(ci, code, X, out)
 
 

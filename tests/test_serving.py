@@ -85,7 +85,7 @@ def warm(s, X):
     opened in order)."""
     for f in [s.submit(x) for x in X[:s.code.K]]:
         f.result(WAIT)
-    outstanding = s._d._outstanding          # the dispatcher's per-worker task lists (read only)
+    outstanding = s._d.pool.outstanding          # the dispatcher's per-worker task lists (read only)
 
     def settled():
         s.backend.wake()                     # an idle dispatcher reads late replies only when woken

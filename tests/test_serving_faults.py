@@ -123,3 +123,40 @@ def test_ctrl_c_leaves_no_process_or_segment_behind(script_dir, tmp_path):
     proc.wait(WAIT)
     assert proc.returncode != 0              # KeyboardInterrupt
     _assert_gone(info["pids"], info["prefix"])
+
+
+def test_a_layout_learnt_from_the_odd_worker_is_learnt_again_once_the_rounds_in_flight_drained(script_dir, rng):
+    """The server's probe sizes the outputs from the first worker to answer; when
+    that is the one worker whose model returns another shape, the rounds in
+    flight fail with a clear error, and once they have drained the layout is
+    forgotten, so after the model is mended the next round probes again and is
+    exact (it used to fail every round after, until the server was restarted)."""
+    from test_runtime_faults import M, reference, Scripted
+
+    code = letcc.LeTCC(2, 4)
+    for name in ("shape2", "block0", "block1", "block3"):
+        touch(script_dir / name)
+    with CodedServer(functools.partial(scripted, str(script_dir)), code, threads_per_worker=1, wait_for=4,
+                     rounds_in_flight=2, max_groups=1, max_batch_delay=0.001) as s:
+        def release_once_learnt():             # workers 0, 1, 3 are held in their probe call
+            while s.backend.output_reference() is None:
+                time.sleep(0.005)
+            for j in (0, 1, 3):
+                os.unlink(script_dir / f"block{j}")
+
+        helper = threading.Thread(target=release_once_learnt)
+        helper.start()
+        X = rng.standard_normal((4, D))
+        futs = [s.submit(x) for x in X]        # two rounds of K = 2: both in flight at once
+        helper.join(WAIT)
+        for fut in futs:
+            with pytest.raises(ValueError, match=r"worker [013] returned an output of shape \(\d, 3\) float64 for a "
+                                                 r"batch of \d inputs, but worker 2's output for one input was "
+                                                 r"\(4,\)"):
+                fut.result(WAIT)
+        assert s.stats()["rounds"] == 2
+        os.unlink(script_dir / "shape2")
+        X = rng.standard_normal((2, D))
+        out = np.stack([f.result(WAIT) for f in [s.submit(x) for x in X]])
+        assert s.backend.output_reference()[1] == (M,)
+        np.testing.assert_allclose(out, reference(code, Scripted(".").f, X, [0, 1, 2, 3]), rtol=1e-11, atol=1e-11)

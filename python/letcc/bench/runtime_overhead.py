@@ -201,7 +201,7 @@ def run_runtime(backend, N, K, S, rounds, simulate, X, factory=pool_head):
 def _rounds(ci, backend, N, S, rounds, simulate, X, timed, over, enc, wait, dec):
     for _ in range(20):                         # warm-up: probe, page faults, plan caches
         ci(X)
-    workers = [p for p in ci._backend.worker_pids() if p] if backend == "local" else []
+    workers = [p for p in ci.worker_pids() if p] if backend == "local" else []
     model0 = timed.view[:, 1].sum() if timed else float("nan")
     cpu0 = (cpu_seconds([os.getpid()]), cpu_seconds(workers))
     for _ in range(rounds):

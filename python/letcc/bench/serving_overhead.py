@@ -142,35 +142,33 @@ class PhaseTimer:
 
 
 def instrument(server, timer: PhaseTimer) -> None:
-    import letcc.serving.dispatcher as dmod
+    import letcc.runtime.round as round_mod
+    import letcc.serving.coded_rounds as cmod
     from letcc.runtime.virtual_time import RoundWaiter
 
-    d, be = server._d, server._d._backend
-    for name in ("_take_inbox", "_pop_requests", "_live_queue", "_expire_queued"):
-        timer.wrap(d, name, "batching/padding")
-    timer.wrap(dmod, "pad_groups", "batching/padding")
-    if hasattr(d, "_copy_in"):
-        timer.wrap(d, "_copy_in", "batching/padding")
-    timer.wrap(dmod, "encode_into", "encode")
+    d, be = server._d, server._d.backend
+    timer.wrap(d, "_take_inbox", "batching/padding")
+    for name in ("pop", "live", "expire"):
+        timer.wrap(d.requests, name, "batching/padding")
+    timer.wrap(cmod, "pad_groups", "batching/padding")
+    timer.wrap(round_mod, "encode_into", "encode")
     for name in ("submit", "set_input_slots", "input_view", "cancel"):
         timer.wrap(be, name, "backend submit")
     for name in ("poll", "arm"):
         timer.wrap(be, name, "poll")
-    timer.wrap(d, "_event", "event handling")
-    if hasattr(d, "_events"):
-        timer.wrap(d, "_events", "event handling")
+    timer.wrap(d, "_events", "event handling")
     for name in ("__init__", "result", "fail", "decide", "next_change", "hung", "decodable", "answers_needed"):
         if name in RoundWaiter.__dict__:
             timer.wrap(RoundWaiter, name, "RoundWaiter")
-    if hasattr(d.code, "decode"):        # Hedged is no code: nothing to decode
-        timer.wrap(d.code, "decode", "decode")
+    code = d.ctx.engine.code
+    if hasattr(code, "decode"):          # Hedged is no code: nothing to decode
+        timer.wrap(code, "decode", "decode")
     timer.wrap(be, "outputs", "decode")
-    timer.wrap(d, "_resolve", "futures")
-    if hasattr(d, "_resolve_rows"):
-        timer.wrap(d, "_resolve_rows", "futures")
+    timer.wrap(d.requests, "resolve", "futures")
+    timer.wrap(d.requests, "resolve_rows", "futures")
     timer.wrap(d.stats, "add", "stats")
     # once per loop iteration (its own time stays in loop/other): the iterations a round takes
-    timer.wrap(d, "_check_flights", "loop/other")
+    timer.wrap(d.mode, "check", "loop/other")
     timer.wrap(d, "_publish", "stats")
 
 
@@ -282,7 +280,7 @@ def profile_dispatcher(server, X, n_requests, threads, chunk, top=30):
     prof = cProfile.Profile(time.thread_time)     # CPU, not wall: the workers preempt this thread
     # the profiler is switched on and off by the dispatcher thread itself, in
     # its next poll (cProfile profiles the thread that enables it)
-    be = server._d._backend
+    be = server._d.backend
     poll = be.poll
     state = {"on": False}
 

@@ -7,10 +7,10 @@ can_decode(available), is_complete(available) (see letcc.codes._base).
 - BACC: Berrut rational interpolation (the baseline of the paper);
 - Uncoded, Replication: no coding, for comparison.
 """
-from letcc.codes._base import Code
+from letcc.codes._base import Code, check_code
 from letcc.codes.bacc import BACC, berrut_matrix
 from letcc.codes.baselines import Replication, Uncoded
 from letcc.codes.lam_defaults import GapScaledLam, LocalGapLam
 from letcc.codes.letcc_code import LeTCC
 
-__all__ = ["Code", "LeTCC", "BACC", "Uncoded", "Replication", "GapScaledLam", "LocalGapLam", "berrut_matrix"]
+__all__ = ["Code", "check_code", "LeTCC", "BACC", "Uncoded", "Replication", "GapScaledLam", "LocalGapLam", "berrut_matrix"]

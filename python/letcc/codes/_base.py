@@ -49,6 +49,19 @@ from letcc.splines import DenseOperator
 PERMUTE_MIN_ROW_ITEMS = 256
 
 
+# The members a runtime or server reads (the interface above); check_code names the missing one.
+CODE_MEMBERS = ("K", "N", "adversaries", "encode", "decode", "can_decode", "is_complete")
+
+
+def check_code(code) -> None:
+    """TypeError unless ``code`` has every member of the interface a runtime uses
+    (CodedInference, CodedServer): any object that states them is a code."""
+    for attr in CODE_MEMBERS:
+        if not hasattr(code, attr):
+            raise TypeError(f"code must be a letcc code (LeTCC, BACC, Uncoded, Replication); "
+                            f"{type(code).__name__} has no {attr!r}")
+
+
 def as_count(n, name: str, minimum: int = 1) -> int:
     """An integer count >= minimum (letcc._checks.as_int)."""
     return as_int(n, name, minimum)

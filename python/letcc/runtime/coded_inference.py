@@ -35,9 +35,11 @@ slots and pipes for the object store and ``ray.wait``)::
       v
     estimates (B*K, ...)
 
-Each step is a method of CodedInference (``_draw``, ``_encode_round``,
-``_dispatch``, ``_gather``, ``_decode``, ``_end_round``), handing one
-``_Round`` on.
+The steps are CodedInference's (``_draw``, ``_launch``, ``_gather``,
+``_decode``, ``_end_round``) on top of the round engine
+(letcc.runtime.round.RoundEngine), which the server's dispatcher drives too:
+encoding, the probe, submitting, events, hang kills, decoding and their
+messages have one home there.
 
 Messages carry the round id; anything from an older round is counted as stale
 and dropped (a late worker's output slot is only read after it reports the
@@ -47,10 +49,11 @@ workers are replaced after the round without waiting for the new process to
 load its model. Closing (context exit, ``close()``, garbage collection, interpreter
 exit) stops the workers and unlinks every shared-memory segment.
 
-One object owns the round state (this module); ``worker_pool`` keeps the
-workers between rounds; the backends only move bytes and report events, behind
-``backend``'s contract; ``virtual_time`` holds the waiting rule; ``round_info``
-the record.
+One object owns the round state (this module, one round at a time);
+``round`` holds the steps of a round; ``worker_pool`` keeps the workers
+between rounds; the backends only move bytes and report events, behind
+``backend``'s contract; ``virtual_time`` holds the waiting rule;
+``round_info`` the record.
 """
 from __future__ import annotations
 
@@ -64,13 +67,14 @@ from letcc.adversaries import AdversaryModel, as_adversary_model
 
 from letcc._checks import as_int, as_real
 from letcc._typing import Array
+from letcc.codes import check_code
 from letcc.codes._base import Code
 from letcc.runtime._devices import resolve_devices
-from letcc.runtime.encode_into import encode_into
+from letcc.runtime.round import Round, RoundEngine
 from letcc.runtime.round_info import RoundInfo
-from letcc.runtime.virtual_time import RoundWaiter
-from letcc.runtime.worker_pool import WorkerPool, death_text
-from letcc.stragglers._base import StragglerModel, delay_sampler
+from letcc.runtime.worker_pool import WorkerPool
+from letcc.stragglers import check_stragglers, delay_sampler
+from letcc.stragglers._base import StragglerModel
 
 __all__ = ["CodedInference"]
 
@@ -86,43 +90,13 @@ def _seconds(value, name: str):
     return None if value is None else as_real(value, name, 0, strict=True, finite=False)
 
 
-def _check_code(code) -> None:
-    for attr in ("K", "N", "adversaries", "encode", "decode", "can_decode", "is_complete"):
-        if not hasattr(code, attr):
-            raise TypeError(f"code must be a letcc code (LeTCC, BACC, Uncoded, Replication); "
-                            f"{type(code).__name__} has no {attr!r}")
+class _Draw:
+    """One round's injected delays and waiting rule (CodedInference._draw)."""
+
+    __slots__ = ("delays", "count", "deadline", "never", "virtual", "master_delays", "sleep_s")
 
 
-def _check_stragglers(model) -> None:
-    if model is None:
-        return
-    for attr in ("sample", "wait_count"):
-        if not callable(getattr(model, attr, None)):
-            raise TypeError(f"stragglers must be a letcc.stragglers model; {type(model).__name__} has no {attr}()")
-
-
-class _Round:
-    """One round's state, handed from step to step of ``CodedInference.__call__``."""
-
-    __slots__ = ("id", "B", "t_call", "errors", "stale", "delays", "count", "deadline", "never", "virtual",
-                 "master_delays", "sleep_s", "workers", "sent", "failed", "waiter", "decision", "decoded",
-                 "t_encode", "t0", "t_wait", "t_decode", "adversarial", "flagged")
-
-    def __init__(self, B: int, t_call: float, errors: dict, stale: int):
-        self.B, self.t_call, self.errors, self.stale = B, t_call, errors, stale
-        self.waiter = self.decision = self.t_decode = None
-        self.adversarial = self.flagged = ()
-
-    def to_send(self, ready) -> list:
-        """The ready workers that are sent the round (virtual delays: not those
-        whose answer could never count)."""
-        if self.virtual:
-            never = self.never
-            return [j for j in ready if not never[j]]
-        return list(ready)
-
-
-class CodedInference(WorkerPool):
+class CodedInference:
     """Serve ``model_factory()`` on N workers through ``code``; ``ci(X)`` runs one round.
 
     Parameters
@@ -180,7 +154,7 @@ class CodedInference(WorkerPool):
                  ray_options: dict | None = None, adversaries: AdversaryModel | None = None) -> None:
         if not callable(model_factory):
             raise TypeError(f"model_factory must be a callable that builds the model, got {model_factory!r}")
-        _check_code(code)
+        check_code(code)
         if backend not in ("local", "ray"):
             raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
         chunk_rows = None if chunk_rows is None else as_int(chunk_rows, "chunk_rows", 1)
@@ -195,10 +169,45 @@ class CodedInference(WorkerPool):
         self.rng = np.random.default_rng(seed)
         self.adversaries = as_adversary_model(adversaries)
         self.adversary_rng = np.random.default_rng(self.rng.integers(2 ** 63)) if self.adversaries else None
-        self._round = 0
         self.last_round: RoundInfo | None = None
-        super().__init__(backend, model_factory, resolve_devices(devices, self.N), threads_per_worker,
-                         start_method=start_method, chunk_rows=chunk_rows, ray_options=ray_options)
+        self._pool = WorkerPool(self.N, backend, model_factory, resolve_devices(devices, self.N), threads_per_worker,
+                                start_method=start_method, chunk_rows=chunk_rows, ray_options=ray_options,
+                                hang_timeout=self.hang_timeout, startup_timeout=self.startup_timeout)
+        self._engine = RoundEngine(self._pool, code)
+
+    # ---- the workers (letcc.runtime.worker_pool) --------------------------
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self) -> None:
+        """Stop the workers and release shared memory (idempotent)."""
+        self._pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._pool.closed
+
+    @property
+    def backend(self):
+        """The backend (letcc.runtime.backend.Backend) moving the rounds."""
+        return self._pool.backend
+
+    def worker_pids(self) -> list:
+        """Process id of each worker (None while it is being replaced); local backend only."""
+        return self._pool.worker_pids()
+
+    def ready_workers(self) -> list[int]:
+        """Workers that would receive the next round."""
+        return self._pool.ready_workers()
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until every worker (including replacements) is ready."""
+        self._pool.wait_ready(timeout)
 
     # ---- settings that may change between rounds -------------------------
 
@@ -209,7 +218,7 @@ class CodedInference(WorkerPool):
 
     @stragglers.setter
     def stragglers(self, model) -> None:
-        _check_stragglers(model)
+        check_stragglers(model)
         self._stragglers = model
         # a round needs only the delays: the built-in models can skip working
         # out their own answering set (StragglerModel.sample_delays)
@@ -239,18 +248,18 @@ class CodedInference(WorkerPool):
 
     def __call__(self, X: Array) -> Array:
         """Estimates of model(X) for X of shape (B*K, ...): B groups of K inputs, one round."""
-        self._check_open()
+        self._pool.check_open()
         t_call = time.perf_counter()
         groups, as_torch = self._groups(X)                  # (K, B, ...)
-        rnd = self._start_round(groups.shape[1], t_call)
-        self._draw(rnd)
-        self._encode_round(rnd, groups)
+        errors, stale = self._between_rounds()
+        draw = self._draw()
+        rnd = self._launch(groups, draw, errors)
+        rec = _Record(t_call, draw, stale, rnd)
         try:
-            self._dispatch(rnd)
-            Y = self._gather(rnd)
-            out = self._decode(rnd, Y)
+            Y = self._gather(rec)
+            out = self._decode(rec, Y)
         finally:
-            self._end_round(rnd)
+            self._end_round(rec)
         if as_torch is not None:
             import torch
 
@@ -272,201 +281,149 @@ class CodedInference(WorkerPool):
         B = Xn.shape[0] // self.K
         return Xn.reshape((B, self.K) + Xn.shape[1:]).swapaxes(0, 1), device
 
-    def _start_round(self, B: int, t_call: float) -> _Round:
-        """Take in what happened since the last round; replace dead workers."""
-        self._pump(0.0)
-        self._backend.restart_dead()
-        rnd = _Round(B, t_call, self._carry_errors, self._carry_stale)
-        self._carry_errors, self._carry_stale = {}, 0
-        return rnd
+    def _between_rounds(self):
+        """Take in what happened since the last round (its faults and stale
+        answers go into this round's record); replace dead workers."""
+        pool = self._pool
+        pool.pump(0.0)
+        pool.backend.restart_dead()
+        errors, stale = pool.carry_errors, pool.carry_stale
+        pool.carry_errors, pool.carry_stale = {}, 0
+        return errors, stale
 
-    def _draw(self, rnd: _Round) -> None:
+    def _draw(self) -> _Draw:
         """draw: this round's straggler delays and waiting rule (count, deadline)."""
-        N = self.N
+        N, d = self.N, _Draw()
         if self.stragglers is not None:
             delays = np.asarray(self._draw_delays(N, self.rng), dtype=np.float64)
             if delays.size != N:
                 raise ValueError(f"{self.stragglers!r} drew delays of shape {delays.shape} for N = {N} workers")
-            rnd.delays = delays.reshape(N)
-            rnd.count = self.stragglers.wait_count(N)
-            limits = [d for d in (getattr(self.stragglers, "deadline", None), self.deadline) if d is not None]
-            rnd.deadline = min(limits) if limits else None
+            d.delays = delays.reshape(N)
+            d.count = self.stragglers.wait_count(N)
+            limits = [x for x in (getattr(self.stragglers, "deadline", None), self.deadline) if x is not None]
+            d.deadline = min(limits) if limits else None
         else:
-            rnd.delays = np.zeros(N)
-            rnd.count, rnd.deadline = None, self.deadline
-        rnd.never = never = np.isinf(rnd.delays)
-        rnd.virtual = self.simulate == "virtual"
-        if rnd.virtual:
-            rnd.master_delays, rnd.sleep_s = np.where(never, 0.0, rnd.delays), np.zeros(N)
+            d.delays = np.zeros(N)
+            d.count, d.deadline = None, self.deadline
+        d.never = never = np.isinf(d.delays)
+        d.virtual = self.simulate == "virtual"
+        if d.virtual:
+            d.master_delays, d.sleep_s = np.where(never, 0.0, d.delays), np.zeros(N)
         else:
-            rnd.master_delays, rnd.sleep_s = np.zeros(N), rnd.delays
+            d.master_delays, d.sleep_s = np.zeros(N), d.delays
+        return d
 
-    def _encode_round(self, rnd: _Round, groups) -> None:
-        """encode: the coded inputs of the workers sent the round, straight into
-        the input slots; the round's id; the output layout, probed when unknown."""
-        # Who gets the round. With virtual delays, a worker whose delay is
-        # infinite could never count: it is not sent the round (so its compute
-        # does not slow the others down on a shared machine) and its coded input
-        # is not computed; with real sleeps it is sent the round and sleeps.
-        workers = self._backend.ready_workers() or self._await_any_ready()
-        sent = rnd.to_send(workers)
-        B, row_shape = rnd.B, groups.shape[2:]
-        probe = []
+    def _launch(self, groups, d: _Draw, errors: dict) -> Round:
+        """encode + dispatch (RoundEngine.launch). With virtual delays, a worker
+        whose delay is infinite could never count: it is not sent the round (so
+        its compute does not slow the others down on a shared machine) and its
+        coded input is not computed; with real sleeps it is sent the round and
+        sleeps."""
+        workers = self._pool.backend.ready_workers() or self._pool.await_any_ready()
+        return self._engine.launch(groups, workers, skip=d.never if d.virtual else None, sleep_s=d.sleep_s,
+                                   master_delays=d.master_delays, never=d.never, count=d.count,
+                                   deadline=d.deadline, errors=errors)
 
-        def slots(dtype):
-            buf, need_probe = self._backend.input_view(B, row_shape, dtype)
-            probe.append(need_probe)
-            return buf
-
-        positions = encode_into(self.code, groups, slots, sent if len(sent) < self.N else None)
-        self._backend.set_input_slots(positions)
-        rnd.t_encode = time.perf_counter()
-        if probe[0]:                        # every worker asked, the first answer taken
-            self._probe(B, workers if positions is None else sent)
-            before, workers = set(workers), self._backend.ready_workers()
-            if positions is not None:       # a worker ready since the encode has no input
-                workers = [j for j in workers if j in before]
-            sent = rnd.to_send(workers)
-        self._round += 1
-        rnd.id = self._round
-        rnd.workers, rnd.sent = workers, sent
-        ready = set(workers)
-        rnd.failed = {j: "not ready" for j in range(self.N) if j not in ready}
-
-    def _dispatch(self, rnd: _Round) -> None:
-        """dispatch: hand the round to its workers; the waiting rule's state."""
-        rnd.t0 = t0 = time.perf_counter()
-        sent, sleep_s = rnd.sent, rnd.sleep_s
-        self._backend.submit(rnd.id, sent, rnd.B, sleep_s)
-        hang_at = {}
-        for j in sent:
-            queue = self._outstanding[j]
-            queue.append((rnd.id, t0))
-            extra = sleep_s[j] if math.isfinite(sleep_s[j]) else 0.0
-            # silent for hang_timeout past its sleep, counted from its oldest unanswered task
-            hang_at[j] = (queue[0][1] - t0) + extra + self.hang_timeout
-        rnd.waiter = RoundWaiter(self.code, sent, rnd.master_delays, rnd.never, rnd.count, rnd.deadline, hang_at)
-
-    def _gather(self, rnd: _Round) -> np.ndarray:
+    def _gather(self, rec: _Record) -> np.ndarray:
         """gather: wait for the answering set, check it once, read its outputs in
         ascending worker order (the decoders want their columns that way, so
         decode() uses these rows as they are: no second copy)."""
-        rnd.decision = decision = self._wait(rnd)
-        rnd.t_wait = time.perf_counter()
+        rnd = rec.rnd
+        rec.decision = decision = self._wait(rec)
+        rec.t_wait = time.perf_counter()
         answered = decision.answered
         if not answered:
-            raise TimeoutError(self._nothing_message(rnd))
+            raise TimeoutError(self._nothing_message(rec))
         if not rnd.waiter.decodable(answered):
             missing = sorted(set(rnd.workers) - set(answered))
             raise TimeoutError(f"round {rnd.id}: {self.code!r} cannot decode from workers {list(answered)} "
                                f"(missing {missing}; failures {rnd.waiter.failed or 'none'})")
-        rnd.decoded = sorted(answered)
-        return self._backend.outputs(rnd.decoded, rnd.B)
+        rec.decoded = sorted(answered)
+        return rec.decoded
 
-    def _decode(self, rnd: _Round, Y) -> np.ndarray:
+    def _decode(self, rec: _Record, answered) -> np.ndarray:
         """decode: the estimates, back in the caller's row order (B*K, ...)."""
-        if self.adversaries is not None:
-            Y, adv = self.adversaries.corrupt(Y, rnd.decoded, self.adversary_rng)
-            rnd.adversarial = tuple(int(j) for j in adv)
-        if self.code.adversaries:
-            est, flagged = self.code.decode(Y, rnd.decoded, return_flagged=True)
-            rnd.flagged = tuple(int(j) for j in flagged)
-            est = np.asarray(est)
-        else:
-            est = np.asarray(self.code.decode(Y, rnd.decoded))
-        out = np.ascontiguousarray(est.swapaxes(0, 1)).reshape((rnd.B * self.K,) + est.shape[2:])
-        rnd.t_decode = time.perf_counter()
+        out = self._engine.decode(rec.rnd, answered, self.adversaries, self.adversary_rng)
+        rec.t_decode = time.perf_counter()
         return out
 
-    def _end_round(self, rnd: _Round) -> None:
+    def _end_round(self, rec: _Record) -> None:
         """Cancel the late workers, start replacements, record ``last_round``
         (also when the round raised)."""
-        decision, waiter = rnd.decision, rnd.waiter
+        rnd, decision = rec.rnd, rec.decision
+        waiter = rnd.waiter
         answered = decision.answered if decision else ()
-        counted = set(answered)
-        self._backend.cancel([j for j in rnd.sent if j not in counted])
-        replaced = tuple(self._backend.restart_dead())
+        self._engine.end(rnd, answered)
+        self._engine.relearn_layout(idle=True)
+        replaced = tuple(self._pool.backend.restart_dead())
         lat = np.full(self.N, np.nan)
+        ready = set(rnd.workers)
+        failed = {j: "not ready" for j in range(self.N) if j not in ready}
+        failed.update(waiter.failed)
+        for j, v in waiter.arrived.items():
+            lat[j] = v
         extra = {}
-        if waiter is not None:
-            rnd.failed.update(waiter.failed)
-            for j, v in waiter.arrived.items():
-                lat[j] = v
-        if rnd.t_decode is not None:
-            extra = dict(t_wait=rnd.t_wait - rnd.t0, t_decode=rnd.t_decode - rnd.t_wait,
-                         t_total=rnd.t_decode - rnd.t_call,
-                         virtual_latency=(rnd.t_encode - rnd.t_call) + decision.at + (rnd.t_decode - rnd.t_wait))
+        if rec.t_decode is not None:
+            extra = dict(t_wait=rec.t_wait - rnd.t0, t_decode=rec.t_decode - rec.t_wait,
+                         t_total=rec.t_decode - rec.t_call,
+                         virtual_latency=(rec.t_encode - rec.t_call) + decision.at + (rec.t_decode - rec.t_wait))
         self.last_round = RoundInfo(
             round_id=rnd.id, groups=rnd.B, dispatched=tuple(rnd.workers), answered=tuple(answered),
-            failed=rnd.failed, errors=rnd.errors, delays=rnd.delays, latencies=lat,
+            failed=failed, errors=rnd.errors, delays=rec.draw.delays, latencies=lat,
             decided_at=decision.at if decision else float("nan"), rule=decision.rule if decision else "",
-            t_encode=rnd.t_encode - rnd.t_call, stale=rnd.stale, replaced=replaced,
+            t_encode=rec.t_encode - rec.t_call, stale=rec.stale, replaced=replaced,
             adversarial=rnd.adversarial, flagged=rnd.flagged, **extra)
 
-    def _wait(self, rnd: _Round):
+    def _wait(self, rec: _Record):
         """Feed events to the round's waiter until it decides; the Decision."""
-        backend, waiter, r, t0, errors = self._backend, rnd.waiter, rnd.id, rnd.t0, rnd.errors
+        rnd = rec.rnd
+        pool, engine, backend, waiter, r = self._pool, self._engine, self._pool.backend, rnd.waiter, rnd.id
         while True:
-            elapsed = time.perf_counter() - t0
-            for j in waiter.hung(elapsed):
-                backend.kill(j)
-                self._outstanding[j] = []
-                waiter.fail(j, "hung")
-                self._report(errors, j, f"no answer within hang_timeout = {self.hang_timeout:g} s; "
-                             "killed and replaced")
-            decision = waiter.decide(elapsed)
+            now = time.perf_counter()
+            decision = engine.decision(rnd, now)
             if decision is not None:
                 return decision
+            elapsed = now - rnd.t0
             wake = waiter.next_change(elapsed)
             timeout = None if math.isinf(wake) else max(0.0, wake - elapsed)
             # sleep until as many answers are in as the rule needs (local backend)
             if backend.arm(waiter.answers_needed()):
                 timeout = 0.0
             for ev in backend.poll(timeout):
-                j = ev.worker
                 if ev.round >= 0:
-                    self._ack(j, ev.round)
+                    pool.ack(ev.worker, ev.round)
                     if ev.round != r:
-                        rnd.stale += 1
+                        rec.stale += 1
                         continue
-                    if ev.kind == "done":
-                        waiter.result(j, ev.t - t0)
-                    elif ev.kind == "error":
-                        waiter.fail(j, "raised")
-                        self._report(errors, j, ev.payload[0])
-                    elif ev.kind == "shape":
-                        message = self._shape_message(j, ev.payload, rnd.B)
-                        # the layout may have come from the odd worker out: learn it again
-                        # next round rather than fail every round after this one
-                        backend.forget_output_layout()
-                        raise ValueError(message)
-                    else:                       # cancelled: not an answer
-                        waiter.fail(j, ev.kind)
+                    engine.on_event(rnd, ev)
+                    if rnd.error is not None:
+                        raise rnd.error
                 elif ev.kind == "died":
-                    self._outstanding[j] = []
-                    waiter.fail(j, "died")
-                    self._report(errors, j, f"{death_text(ev)} during round {r}; it is being replaced")
+                    engine.worker_died([rnd], ev)
                 elif ev.kind == "init_error":
-                    self._report(errors, j, "replacement failed to build its model:\n" + ev.payload[0])
+                    pool.report(rnd.errors, ev.worker, "replacement failed to build its model:\n" + ev.payload[0])
 
-    def _shape_message(self, j, payload, B) -> str:
-        shape, dtype = tuple(payload[0]), np.dtype(payload[1])
-        rows = payload[2] if len(payload) > 2 else B
-        ref = self._backend.output_reference()
-        where = (f"worker {ref[0]}'s output for one input was {tuple(ref[1])} {np.dtype(ref[2])}"
-                 if ref else "the first answer had another shape")
-        return (f"worker {j} returned an output of shape {shape} {dtype} for a batch of {rows} inputs, "
-                f"but {where}: the model must return the same shape (batch, ...) on every worker "
-                "and for every input")
-
-    @staticmethod
-    def _nothing_message(rnd: _Round) -> str:
-        deadline = rnd.deadline
+    def _nothing_message(self, rec: _Record) -> str:
+        deadline, rnd = rec.draw.deadline, rec.rnd
         why = {"deadline": f"by the deadline of {deadline:g} s (virtual time after dispatch)"
                if deadline is not None else "by the deadline",
-               "all": "at all"}.get(rnd.decision.rule, "")
+               "all": "at all"}.get(rec.decision.rule, "")
         parts = [f"round {rnd.id}: no worker answered {why}".rstrip()]
-        failures = {**rnd.failed, **rnd.waiter.failed}
+        ready = set(rnd.workers)
+        failures = {**{j: "not ready" for j in range(self.N) if j not in ready},
+                    **rnd.waiter.failed}
         if failures:
             parts.append(f"failures: {failures}")
         return "; ".join(parts)
+
+
+class _Record:
+    """What CodedInference keeps of its round beyond the engine's Round: times,
+    the draw, the decision (for ``last_round``)."""
+
+    __slots__ = ("t_call", "draw", "stale", "rnd", "t_encode", "decision", "t_wait", "decoded", "t_decode")
+
+    def __init__(self, t_call: float, draw: _Draw, stale: int, rnd: Round):
+        self.t_call, self.draw, self.stale, self.rnd = t_call, draw, stale, rnd
+        self.t_encode = rnd.t0          # encoded (and probed) right before dispatch
+        self.decision = self.t_wait = self.decoded = self.t_decode = None

@@ -1,7 +1,7 @@
 """Uncoded behind a load balancer, and hedged requests: the server's task mode.
 
-Part of the dispatcher (a mixin of ``Dispatcher``: same thread, same state).
-A task is up to ``max_groups`` queued requests (the rows a coded round gives
+A collaborator of the dispatcher (its thread, the state it is handed; the
+dispatcher's mode protocol, letcc.serving.dispatcher.Mode). A task is up to ``max_groups`` queued requests (the rows a coded round gives
 each worker) sent to the least-loaded ready worker, i.e. the one with the
 fewest tasks on its hands, while it has fewer than ``rounds_in_flight``; no
 batch delay (a load balancer forwards at once). With ``Hedged``, a task that
@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from letcc.runtime.worker_pool import death_text
 from letcc.serving.flights import Copy, TaskFlight
 from letcc.serving.hedged import Hedged, LatencyWindow
 
@@ -25,35 +26,45 @@ __all__ = ["Balancer"]
 
 
 class Balancer:
-    def _init_balancer(self, scheme) -> None:
+    def __init__(self, ctx, scheme, *, draw, rng, max_groups: int, tasks_per_worker: int):
+        self.ctx = ctx
+        self.N = int(scheme.N)
+        self.R = tasks_per_worker
+        self.max_groups = max_groups
+        self._draw, self._rng = draw, rng
         self._hedged = isinstance(scheme, Hedged)
         self._window = (LatencyWindow(scheme.window, scheme.percentile, scheme.min_samples)
                         if self._hedged else None)
         self._last_used = np.zeros(self.N)     # ties between equally loaded workers: least recently used
+        self._zeros = np.zeros(self.N)
+
+    # ---- when tasks leave -------------------------------------------------------
 
     def _candidates(self, exclude=()):
         """Ready workers with room, least loaded (then least recently used) first."""
-        out = []
-        for j in self._backend.ready_workers():
-            load = len(self._outstanding[j])
+        out, outstanding = [], self.ctx.pool.outstanding
+        for j in self.ctx.pool.backend.ready_workers():
+            load = len(outstanding[j])
             if j not in exclude and load < self.R:
                 out.append((load, self._last_used[j], j))
         out.sort()
         return [j for _, _, j in out]
 
-    def _dispatch_tasks(self, now: float) -> None:
+    def dispatch(self, now: float) -> None:
         # the candidates once, then a heap: the worker a task went to is pushed back
         # with one more task and its new last use, as _candidates() would order it
+        ctx = self.ctx
         heap = None
-        while self._free and self._live_queue():
+        while ctx.ring.free and ctx.requests.live():
             if heap is None:
-                heap = [(len(self._outstanding[j]), self._last_used[j], j) for j in self._candidates()]
+                outstanding = ctx.pool.outstanding
+                heap = [(len(outstanding[j]), self._last_used[j], j) for j in self._candidates()]
                 heapq.heapify(heap)
             if not heap:
-                if not self._backend.ready_workers():
-                    self._backend.restart_dead()
+                if not ctx.pool.backend.ready_workers():
+                    ctx.pool.backend.restart_dead()
                 return
-            reqs = self._pop_requests(self.max_groups)
+            reqs = ctx.requests.pop(self.max_groups)
             if not reqs:
                 continue
             fl = TaskFlight(reqs, [])
@@ -65,29 +76,50 @@ class Balancer:
                 heapq.heappush(heap, (load + 1, self._last_used[j], j))
             if self._hedged:
                 fl.hedge_at = fl.copies[0].t0 + self._window.threshold()
-            st = self.stats
+            st = ctx.stats
             with st.lock:               # one lock per task
                 st.counts["rounds"] += 1
                 st.real_positions += len(reqs)
                 st.positions += len(reqs)
 
+    def wake_rule(self) -> tuple[float, float]:
+        """(requests in the inbox that wake the dispatcher, batch delay that does)."""
+        if self.ctx.ring.free and any(len(q) < self.R for q in self.ctx.pool.outstanding.values()):
+            return 1, math.inf
+        return math.inf, math.inf
+
+    def answers_wanted(self) -> int:
+        """One answer of the latest task to sleep for; 0 when it is over."""
+        return 1 if self.ctx.flights.get(self.ctx.engine.last_id) is not None else 0
+
+    def due(self, now: float) -> float:
+        t = math.inf
+        for fl in self.ctx.flights.values():
+            t = min(t, fl.deadline_at, min((c.hang_at for c in fl.pending()), default=math.inf))
+            if self._hedged and len(fl.copies) == 1:
+                t = min(t, fl.hedge_at)
+        return t
+
     def _send_copy(self, fl, j: int):
         """Put the flight's requests on worker j in a free ring slot; the Copy (None: failed)."""
-        shape, dtype = self._layout
-        b = fl.B
-        self._prepare_layout(b)
-        ring = self._free.popleft()
+        ctx = self.ctx
+        backend, b = ctx.pool.backend, fl.B
+        shape, dtype = layout = ctx.inbox.layout
+        ctx.ring.size(layout)
+        ring = ctx.ring.take()
         try:
-            buf = self._backend.input_view(b, shape, dtype, ring)[0]
+            buf, unknown = backend.input_view(b, shape, dtype, ring)
             for i, req in enumerate(fl.requests):
                 buf[j, i] = req.x
-            self._backend.set_input_slots(None)
-            r = self._new_round_id(b, self._backend.ready_workers())   # the probe: whoever answers first
+            backend.set_input_slots(None)
+            if unknown:                     # the probe: whoever answers first
+                ctx.pool.probe(b, backend.ready_workers())
+            r = ctx.engine.next_id()
         except Exception as exc:
-            self._free.append(ring)
+            ctx.ring.give(ring)
             if not fl.copies:
                 for req in fl.requests:
-                    self._resolve(req, exc=exc)
+                    ctx.requests.resolve(req, exc=exc)
             return None
         if self._draw is None:
             sleep = self._zeros
@@ -95,23 +127,19 @@ class Balancer:
             sleep = np.zeros(self.N)
             sleep[j] = float(np.asarray(self._draw(self.N, self._rng), dtype=np.float64)[j])
         t0 = time.perf_counter()
-        self._backend.submit(r, [j], b, sleep, ring)
-        queue = self._outstanding[j]
-        queue.append((r, t0))
-        extra = sleep[j] if math.isfinite(sleep[j]) else 0.0
-        c = Copy(r, j, ring, t0, hang_at=queue[0][1] + extra + self.hang_timeout)
+        backend.submit(r, [j], b, sleep, ring)
+        hang_at = ctx.pool.sent(r, [j], t0, sleep.tolist())[j]
+        c = Copy(r, j, ring, t0, hang_at=t0 + hang_at)
         fl.copies.append(c)
-        self._flights[r] = fl
+        ctx.flights[r] = fl
         self._last_used[j] = t0
         return c
 
-    def _task_due(self, fl) -> float:
-        t = min((c.hang_at for c in fl.pending()), default=math.inf)
-        if self._hedged and len(fl.copies) == 1:
-            t = min(t, fl.hedge_at)
-        return t
+    # ---- events -----------------------------------------------------------------
 
-    def _task_event(self, fl, ev) -> None:
+    def on_event(self, fl, ev) -> None:
+        """An event of one of the task's copies (acked by the dispatcher)."""
+        ctx = self.ctx
         c = fl.copy(ev.round)
         if c is None or c.state != "pending":
             return
@@ -120,72 +148,86 @@ class Balancer:
             if self._window is not None:
                 self._window.add(ev.t - c.t0)
             try:
-                Y = self._backend.outputs([c.worker], fl.B, c.ring)[0]
+                Y = ctx.pool.backend.outputs([c.worker], fl.B, c.ring)[0]
             except Exception as exc:
-                self._end_task(fl, exc=exc)
+                self._end(fl, exc=exc)
                 return
-            self._resolve_rows(fl.requests, Y)
-            self._end_task(fl)
+            ctx.requests.resolve_rows(fl.requests, Y)
+            self._end(fl)
             return
         if ev.kind == "error":
             fl.raised[c.worker] = ev.payload[0]
-            self._report(None, c.worker, ev.payload[0])
+            ctx.pool.report(None, c.worker, ev.payload[0])
         elif ev.kind == "shape":
-            fl.raised[c.worker] = self._shape_text(c.worker, ev.payload, fl.B)
+            fl.raised[c.worker] = ctx.engine.shape_message(c.worker, ev.payload, fl.B)
         c.state = "failed"
-        self._task_lost_copy(fl)
+        self._lost_copy(fl)
 
-    def _task_worker_failed(self, fl, j: int, why: str) -> None:
+    def on_died(self, ev) -> None:
+        ctx = self.ctx
+        ctx.pool.lost(ev.worker)
+        ctx.pool.report(None, ev.worker, f"{death_text(ev)}; it is being replaced")
+        for fl in list({id(f): f for f in ctx.flights.values()}.values()):
+            self._worker_failed(fl, ev.worker)
+
+    def _worker_failed(self, fl, j: int) -> None:
         for c in fl.pending():
             if c.worker == j:
                 c.state = "failed"
-        self._task_lost_copy(fl)
+        self._lost_copy(fl)
 
-    def _task_lost_copy(self, fl) -> None:
+    def _lost_copy(self, fl) -> None:
         if fl.pending():
             return
         if fl.raised:
             j, tb = next(iter(fl.raised.items()))
-            self._end_task(fl, exc=RuntimeError(f"the model raised on worker {j}:\n{tb}"))
+            self._end(fl, exc=RuntimeError(f"the model raised on worker {j}:\n{tb}"))
         else:
-            self._end_task(fl, retry=True)
+            self._end(fl, retry=True)
 
-    def _check_task(self, fl, now: float) -> None:
-        if not fl.copies or fl.copies[0].round not in self._flights:
+    # ---- hangs, hedges, deadlines --------------------------------------------------
+
+    def check(self, now: float) -> None:
+        for fl in list({id(f): f for f in self.ctx.flights.values()}.values()):
+            self._check(fl, now)
+
+    def _check(self, fl, now: float) -> None:
+        ctx = self.ctx
+        if not fl.copies or fl.copies[0].round not in ctx.flights:
             return
         for c in fl.pending():
             if now >= c.hang_at:
-                self._backend.kill(c.worker)
-                self._outstanding[c.worker] = []
-                self._report(None, c.worker, f"no answer within hang_timeout = {self.hang_timeout:g} s; killed")
-                self._task_worker_failed(fl, c.worker, "hung")
-                if fl.copies[0].round not in self._flights:
+                ctx.pool.kill_hung(c.worker, None)
+                self._worker_failed(fl, c.worker)
+                if fl.copies[0].round not in ctx.flights:
                     return
-        if self._hedged and len(fl.copies) == 1 and now >= fl.hedge_at and fl.pending() and self._free:
+        if self._hedged and len(fl.copies) == 1 and now >= fl.hedge_at and fl.pending() and ctx.ring.free:
             first = fl.copies[0].worker
-            others = [j for j in self._backend.ready_workers() if j != first]
+            others = [j for j in ctx.pool.backend.ready_workers() if j != first]
             if others:
-                others.sort(key=lambda j: (len(self._outstanding[j]), self._last_used[j]))
+                outstanding = ctx.pool.outstanding
+                others.sort(key=lambda j: (len(outstanding[j]), self._last_used[j]))
                 if self._send_copy(fl, others[0]) is not None:
-                    self.stats.add(hedges=1)
+                    ctx.stats.add(hedges=1)
         if now >= fl.deadline_at:
             for i, req in enumerate(fl.requests):
                 if req is not None and req.deadline_at <= now:
                     fl.drop(i)
-                    self._timeout(req, "(task)")
+                    ctx.requests.timeout(req, "(task)")
             if all(r is None for r in fl.requests):
-                self._end_task(fl)
+                self._end(fl)
 
-    def _end_task(self, fl, exc=None, retry=False) -> None:
+    def _end(self, fl, exc=None, retry=False) -> None:
+        ctx = self.ctx
         for c in fl.copies:
-            if self._flights.pop(c.round, None) is not None:
-                self._free.append(c.ring)
+            if ctx.flights.pop(c.round, None) is not None:
+                ctx.ring.give(c.ring)
             if c.state == "pending":
                 c.state = "failed"
-                self._backend.cancel([c.worker], c.ring)
+                ctx.pool.backend.cancel([c.worker], c.ring)
         left = [r for r in fl.requests if r is not None and r.state == "flight"]
         if retry:
-            self._requeue(left, "every worker the task went to died or hung")
+            ctx.requests.requeue(left, "every worker the task went to died or hung")
         else:
             for req in left:
-                self._resolve(req, exc=exc or RuntimeError("the task ended without an answer"))
+                ctx.requests.resolve(req, exc=exc or RuntimeError("the task ended without an answer"))

@@ -4,9 +4,9 @@ A ``Request`` is one accepted input and its future. A *flight* is work that
 has left the queue and not yet ended:
 
 - ``CodedFlight``: one coded round of B groups of K requests on the N
-  workers, in one ring slot; ``RoundWaiter`` (letcc.runtime.virtual_time)
-  holds its waiting rule on real time (the injected delays are real sleeps in
-  the workers, so the master's virtual delays are 0);
+  workers, in one ring slot: the round engine's ``Round`` (letcc.runtime.round),
+  whose ``RoundWaiter`` holds its waiting rule on real time (the injected
+  delays are real sleeps in the workers, so the master's virtual delays are 0);
 - ``TaskFlight``: up to b requests on one worker (uncoded behind a load
   balancer), and for the hedged baseline a second copy on another worker; the
   first answer wins. Each copy is its own round id in its own ring slot.
@@ -77,21 +77,27 @@ class _Flight:
 
 @dataclass(eq=False)
 class CodedFlight(_Flight):
-    id: int                  # round id
-    ring: int
+    """A coded round of requests: the engine's Round (letcc.runtime.round) and what it is for."""
     requests: list           # Request, position i -> (group i // K, input i % K)
-    B: int
-    t0: float                # dispatch time (perf_counter)
-    sent: list
-    waiter: object           # RoundWaiter
-    retry_ok: bool = True    # may the requests be queued again if no worker answers
-    raised: dict = field(default_factory=dict)
+    rnd: object              # letcc.runtime.round.Round
     _deadline: float | None = field(default=None, repr=False)
 
     kind = "coded"
 
+    @property
+    def id(self) -> int:
+        return self.rnd.id
+
+    @property
+    def waiter(self):
+        return self.rnd.waiter
+
+    @property
+    def t0(self) -> float:
+        return self.rnd.t0
+
     def round_ids(self):
-        return (self.id,)
+        return (self.rnd.id,)
 
 
 @dataclass(eq=False)

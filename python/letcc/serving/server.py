@@ -7,10 +7,12 @@ rest)::
     caller threads                 dispatcher thread (letcc.serving.dispatcher)        N workers
     --------------------------     ------------------------------------------------   -------------
     submit(x[, deadline])
-      | full (max_queue waiting)?
-      |   -> raise QueueFull
-      | Request(x, Future) -> inbox --> queue (FIFO) ---+
-      | backend.wake()                                  | round due: K waiting, or
+      | Request(x, Future)
+      | inbox.put (inbox.py):
+      |   full? -> QueueFull
+      |   wakes the dispatcher when
+      |   its rule says so   ---->  queue (FIFO) ---------+
+      |                                                 | round due: K waiting, or
       v                                                 |  max_batch_delay after the oldest
     Future                                              v
                                    coded: B groups of K (last one padded) -> encode into a
@@ -43,13 +45,13 @@ from concurrent.futures import Future
 import numpy as np
 
 from letcc._checks import as_int, as_real
-from letcc.codes import Replication, Uncoded
+from letcc.codes import Replication, Uncoded, check_code
 from letcc.runtime._devices import resolve_devices
-from letcc.runtime.coded_inference import _check_code, _check_stragglers
 from letcc.serving.flights import Request
 from letcc.serving.hedged import Hedged
+from letcc.serving.inbox import QueueFull
 from letcc.serving.stats import ServerStats
-from letcc.stragglers._base import delay_sampler
+from letcc.stragglers import check_stragglers, delay_sampler
 
 __all__ = ["CodedServer", "QueueFull", "DEFAULT_ROUNDS_IN_FLIGHT"]
 
@@ -60,13 +62,6 @@ DEFAULT_ROUNDS_IN_FLIGHT = 1
 # task mode (Uncoded behind the balancer, Hedged): tasks queued per worker; not
 # swept, kept at 2 so a worker has its next task in hand when it answers
 DEFAULT_TASKS_IN_FLIGHT = 2
-
-
-class QueueFull(RuntimeError):
-    """``submit`` found ``max_queue`` requests waiting: the request was not accepted.
-
-    Raised at once (submit never blocks); nothing was queued, so retrying later
-    or shedding the request is the caller's choice."""
 
 
 def _is_torch(x) -> bool:
@@ -123,11 +118,11 @@ class CodedServer:
         if isinstance(code, Hedged):
             mode = "hedge"
         else:
-            _check_code(code)
+            check_code(code)
             mode = "balance" if isinstance(code, Uncoded) else "coded"
         if backend not in ("local", "ray"):
             raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
-        _check_stragglers(stragglers)
+        check_stragglers(stragglers)
         self.code, self.mode = code, mode
         self.max_queue = as_int(max_queue, "max_queue", 1)
         self.deadline = None if deadline is None else as_real(deadline, "deadline", 0, strict=True, finite=False)
@@ -149,9 +144,8 @@ class CodedServer:
             max_groups=as_int(max_groups, "max_groups", 1), rounds_in_flight=R,
             hang_timeout=as_real(hang_timeout, "hang_timeout", 0, strict=True, finite=False),
             startup_timeout=as_real(startup_timeout, "startup_timeout", 0, strict=True, finite=False),
-            rng=np.random.default_rng(seed), stats=self._stats)
-        self._closed = False
-        self._broken = None
+            rng=np.random.default_rng(seed), stats=self._stats, max_queue=self.max_queue)
+        self._inbox = self._d.inbox
         self._thread = threading.Thread(target=self._run, name="letcc-server-dispatcher", daemon=True)
         self._thread.start()
         self._finalizer = weakref.finalize(self, _shutdown, self._d, self._thread)
@@ -160,7 +154,7 @@ class CodedServer:
         try:
             self._d.run()
         except BaseException as exc:
-            self._broken = exc
+            self._inbox.fail(exc)
 
     # ---- requests -----------------------------------------------------------
 
@@ -175,43 +169,17 @@ class CodedServer:
         xa = self._as_input(x)
         budget = self.deadline if deadline is None else as_real(deadline, "deadline", 0, strict=True, finite=False)
         fut: Future = Future()
-        req = Request(xa, fut, t, t + budget if budget is not None else math.inf)
-        d = self._d
-        with d.lock:
-            if self._closed or d.closing:
-                raise RuntimeError("this CodedServer is closed")
-            if self._broken is not None:
-                raise RuntimeError(f"this CodedServer's dispatcher failed: {self._broken!r}")
-            if d.waiting >= self.max_queue:
-                self._stats.add(rejections=1)
-                raise QueueFull(f"{d.waiting} requests are waiting (max_queue = {self.max_queue})")
-            d.waiting += 1
-            d.accepted += 1
-            d.inbox.append(req)
-            # the dispatcher's rule (Dispatcher._wake_rule): does this request change
-            # what it does before it wakes anyway?
-            wake = (len(d.inbox) >= d.wake_count or min(req.deadline_at, t + d.wake_batch_delay) < d.wake_before)
-            if wake:                  # the next one needs none: the dispatcher takes the whole inbox
-                d.wake_count, d.wake_before = math.inf, -math.inf
-        if wake:
-            d.backend.wake()
+        self._inbox.put(Request(xa, fut, t, t + budget if budget is not None else math.inf))
         return fut
 
     def _as_input(self, x) -> np.ndarray:
         if _is_torch(x):
             x = x.detach().cpu().numpy()
         xa = np.asarray(x)
-        d = self._d
-        layout = d._layout
-        if layout is None:
-            with d.lock:
-                if d._layout is None:
-                    dtype = xa.dtype
-                    if self.mode == "coded" and dtype not in (np.float32, np.float64):
-                        dtype = np.dtype(np.float64)      # what the codes encode other dtypes into
-                    d._layout = (tuple(xa.shape), np.dtype(dtype))
-                layout = d._layout
-        shape, dtype = layout
+        dtype = xa.dtype
+        if self.mode == "coded" and dtype not in (np.float32, np.float64):
+            dtype = np.dtype(np.float64)      # what the codes encode other dtypes into
+        shape, dtype = self._inbox.fix_layout(xa.shape, dtype)
         if xa.shape != shape:
             raise ValueError(f"input of shape {xa.shape}: this server serves inputs of shape {shape} "
                              "(one input, no leading batch axis; the first request fixed the shape)")
@@ -236,13 +204,14 @@ class CodedServer:
         hedges, retried, replaced workers), batch fill, queue depth, rounds in
         flight, master CPU per request, the last worker errors."""
         out = self._stats.snapshot(self.rounds_in_flight, self.code.N)
-        out["queue_depth"] = self._d.waiting
-        out["accepted"] = self._d.accepted
+        out["queue_depth"] = self._inbox.waiting
+        out["accepted"] = self._inbox.accepted
+        out["rejections"] = self._inbox.rejected
         out["last_errors"] = list(self._d.errors)[-5:]
         return out
 
     def worker_pids(self) -> list:
-        return self._d.worker_pids()
+        return self._d.pool.worker_pids()
 
     @property
     def backend(self):
@@ -255,18 +224,11 @@ class CodedServer:
         cancel=True, cancel those not dispatched yet; then stop the workers and
         release shared memory. timeout: seconds to wait for the rounds in
         flight; what is left then fails with RuntimeError. Idempotent."""
-        d = self._d
-        with d.lock:
-            first = not self._closed
-            self._closed = True
-            d.closing = True
-            if cancel:
-                d.cancel_queued = True
+        first = self._inbox.close(cancel)
         if not first and not self._thread.is_alive():
             self._finalizer()
             return
         try:
-            d.backend.wake()
             self._thread.join(timeout)
         finally:
             self._finalizer()
@@ -282,11 +244,6 @@ class CodedServer:
 def _shutdown(d, thread) -> None:
     """Stop the dispatcher (what it still holds fails with RuntimeError) and the workers."""
     if thread.is_alive() and thread is not threading.current_thread():
-        with d.lock:
-            d.closing = d.cancel_queued = d.abort = True
-        try:
-            d.backend.wake()
-        except Exception:
-            pass
+        d.inbox.abort()
         thread.join(5.0)
     d.close()

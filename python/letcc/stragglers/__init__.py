@@ -10,11 +10,11 @@ Every model has ``sample(N, rng) -> StragglerDraw(delays, available)``,
   Empirical(samples, ...): latency distributions with a "wait for the first n"
   (wait_for=n or stragglers=S) and / or deadline rule.
 """
-from letcc.stragglers._base import StragglerDraw, StragglerModel
+from letcc.stragglers._base import StragglerDraw, StragglerModel, check_stragglers, delay_sampler
 from letcc.stragglers.counts import Bernoulli, FixedCount, worst_case_stragglers
 from letcc.stragglers.latency import Empirical, LatencyModel, Pareto, ShiftedExponential
 
 __all__ = [
-    "StragglerDraw", "StragglerModel", "FixedCount", "Bernoulli", "worst_case_stragglers",
+    "StragglerDraw", "StragglerModel", "check_stragglers", "delay_sampler", "FixedCount", "Bernoulli", "worst_case_stragglers",
     "LatencyModel", "ShiftedExponential", "Pareto", "Empirical",
 ]

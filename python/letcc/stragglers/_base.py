@@ -57,6 +57,16 @@ class StragglerModel(ABC):
         return [self.sample(N, rng) for _ in range(as_int(n, "n", 0))]
 
 
+def check_stragglers(model) -> None:
+    """TypeError unless ``model`` is None or has what a runtime calls of a
+    straggler model: ``sample(N, rng)`` and ``wait_count(N)``."""
+    if model is None:
+        return
+    for attr in ("sample", "wait_count"):
+        if not callable(getattr(model, attr, None)):
+            raise TypeError(f"stragglers must be a letcc.stragglers model; {type(model).__name__} has no {attr}()")
+
+
 def delay_sampler(model):
     """A function (N, rng) -> the delays of ``model.sample(N, rng)``.
 

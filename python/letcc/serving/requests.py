@@ -1,0 +1,174 @@
+"""The dispatcher's queue of accepted requests, and how a request ends.
+
+Dispatcher thread only. ``RequestQueue`` holds the requests taken from the
+inbox in arrival order (a heap of their deadlines beside), hands out the
+oldest for a round or task, takes back those of a round with no answer
+(at the front, a bounded number of times), and resolves futures: an estimate,
+a ``TimeoutError`` at the request's deadline, or an error. Every request
+ends exactly once (``Request.state`` "done"); the stats are written before the
+future, so ``stats()`` agrees with what a caller sees resolved.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import deque
+
+__all__ = ["RequestQueue", "MAX_RETRIES"]
+
+# a request whose round had no answer at all (every worker died or hung) is queued again this often
+MAX_RETRIES = 2
+
+
+class RequestQueue:
+    def __init__(self, inbox, stats):
+        self.inbox, self.stats = inbox, stats
+        self._queue: deque = deque()
+        self._deadlines: list = []            # heap (deadline_at, seq, request) of queued requests
+        self._seq = 0
+
+    # ---- the queue -----------------------------------------------------------
+
+    def add(self, reqs) -> None:
+        for req in reqs:
+            self._queue.append(req)
+            if math.isfinite(req.deadline_at):
+                self._seq += 1
+                heapq.heappush(self._deadlines, (req.deadline_at, self._seq, req))
+
+    def live(self) -> int:
+        """Requests still queued (cancelled ones at the front dropped)."""
+        queue = self._queue
+        while queue and queue[0].state != "queued":
+            queue.popleft()
+        return len(queue)
+
+    def oldest_submit(self) -> float:
+        """t_submit of the oldest queued request (call after live() > 0)."""
+        return self._queue[0].t_submit
+
+    def next_deadline(self) -> float:
+        return self._deadlines[0][0] if self._deadlines else math.inf
+
+    def pop(self, n: int) -> list:
+        """Up to n queued requests (oldest first), now running; cancelled ones dropped."""
+        out, queue, taken = [], self._queue, 0
+        while queue and len(out) < n:
+            req = queue.popleft()
+            if req.state != "queued":
+                continue
+            taken += 1
+            if not req.running and not req.future.set_running_or_notify_cancel():
+                req.state = "done"
+                self.stats.add(cancelled=1)
+                continue
+            req.running, req.state = True, "flight"
+            out.append(req)
+        self.inbox.dispatched(taken)           # once per round, not per request
+        return out
+
+    def expire(self, now: float) -> None:
+        """Queued requests past their deadline time out."""
+        heap = self._deadlines
+        while heap and heap[0][0] <= now:
+            req = heapq.heappop(heap)[2]
+            if req.state == "queued":
+                self.inbox.dispatched(1)
+                self.timeout(req, "before it was dispatched")
+
+    def requeue(self, reqs: list, why: str) -> None:
+        """Requests of a round that got no answer: queued again at the front,
+        or failed after MAX_RETRIES."""
+        back = []
+        for req in reqs:
+            if req.retries >= MAX_RETRIES:
+                self.resolve(req, exc=RuntimeError(f"{why}; gave up after {req.retries} retries"))
+            else:
+                req.retries += 1
+                req.state = "queued"
+                back.append(req)
+        if back:
+            self.stats.add(retried=len(back))
+            self.inbox.requeued(len(back))
+            self._queue.extendleft(reversed(back))
+
+    def cancel_all(self) -> None:
+        """close(cancel=True): every queued request cancelled."""
+        queued = [r for r in self._queue if r.state == "queued"]
+        self.inbox.dispatched(len(queued))
+        for req in queued:
+            req.state = "done"
+            if not req.future.cancel():
+                req.future.set_exception(RuntimeError("the server was closed with cancel=True"))
+            self.stats.add(cancelled=1)
+        self._queue.clear()
+
+    def drain(self) -> list:
+        """Every queued request, taken out (the dispatcher fails them)."""
+        out = list(self._queue)
+        self._queue.clear()
+        return out
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    # ---- how a request ends -----------------------------------------------------
+
+    def timeout(self, req, where: str) -> None:
+        budget = req.deadline_at - req.t_submit
+        if req.state != "done":
+            self.stats.add(timeouts=1)
+        self.resolve(req, exc=TimeoutError(f"no estimate within the request's deadline of {budget:g} s {where}"),
+                     counted=False)
+
+    def resolve_rows(self, reqs, rows, on_result=None) -> None:
+        """Request i's estimate is rows[i] (None: not a request any more): the
+        futures resolved, their latencies recorded under one stats lock.
+        ``on_result(req, i, latency)``, if given, returns what the future is set
+        to (the server's ``info=True`` requests get (y, info))."""
+        live = []
+        for i, req in enumerate(reqs):
+            if req is None or req.state == "done":
+                continue
+            if not req.running:                # never the case in flight: pop() ran it
+                self.resolve(req, rows[i])
+                continue
+            req.state = "done"
+            live.append((req, i))
+        if not live:
+            return
+        now = time.perf_counter()
+        st = self.stats
+        with st.lock:                          # first: stats() agrees with what a caller sees resolved
+            st.counts["completed"] += len(live)
+            st.latencies.extend([now - req.t_submit for req, _ in live])
+        for req, i in live:
+            value = rows[i] if on_result is None else on_result(req, i, now - req.t_submit)
+            try:
+                req.future.set_result(value)
+            except Exception:                  # InvalidStateError: resolved already
+                pass
+
+    def resolve(self, req, y=None, exc=None, counted=True) -> None:
+        if req.state == "done":
+            return
+        req.state = "done"
+        fut = req.future
+        if not req.running and not fut.set_running_or_notify_cancel():
+            return
+        req.running = True
+        latency = time.perf_counter() - req.t_submit
+        with self.stats.lock:                  # first: stats() agrees with what a caller sees resolved
+            if exc is None:
+                self.stats.counts["completed"] += 1
+                self.stats.latencies.append(latency)
+            elif counted:
+                self.stats.counts["errors"] += 1
+        try:
+            if exc is None:
+                fut.set_result(y)
+            else:
+                fut.set_exception(exc)
+        except Exception:                      # InvalidStateError: resolved already
+            pass
