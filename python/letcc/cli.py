@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from letcc._cli_error import CLIError
+
 __all__ = ["main", "build_parser", "find_bench_dir", "BENCHMARKS"]
 
 DEFAULT_OUT = "letcc-results"
@@ -35,10 +37,6 @@ DEFAULT_OUT = "letcc-results"
 from letcc.bench import DEFAULT as _BENCH_DEFAULT, PACKAGED as _BENCH_PACKAGED, SOURCE_ONLY as _BENCH_SOURCE  # noqa: E402
 
 BENCHMARKS = {n: (_BENCH_PACKAGED.get(n) or _BENCH_SOURCE[n]).target for n in _BENCH_DEFAULT}
-
-
-class CLIError(Exception):
-    """A user-facing error: printed without a traceback, exit status 2."""
 
 
 # ---------------------------------------------------------------- helpers

@@ -20,7 +20,10 @@ import numpy as np
 
 from letcc.codes._arrays import is_torch_tensor
 
-__all__ = ["squared_errors", "mse", "accuracy", "rel_acc"]
+__all__ = ["squared_errors", "mse", "accuracy", "rel_acc", "TARGETS"]
+
+# what a lam calibration may optimise (letcc.tune, letcc.policy.LamPolicy.target)
+TARGETS = ("mse", "relacc")
 
 
 def _host(a, name: str) -> np.ndarray:

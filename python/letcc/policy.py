@@ -93,6 +93,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 
 from letcc._checks import as_choice, as_int, as_real
+from letcc.metrics import TARGETS
 from letcc.codes.lam_defaults import (GLOBAL_C0, GLOBAL_END_FACTOR, LOCAL_C0, LOCAL_END_FACTOR, GapScaledLam,
                                       GapTableLam, LocalGapLam, effective_gap, gap_and_end, local_gaps)
 from letcc.splines._validation import as_lam, as_lams
@@ -106,7 +107,6 @@ __all__ = ["LamPolicy", "gap_and_end", "effective_gap", "local_gaps", "DEFAULT_C
 
 FORMAT = "letcc.LamPolicy/2"
 OLD_FORMATS = ("letcc.LamPolicy/1",)  # one lam per decode only (local = False)
-TARGETS = ("mse", "relacc")
 NOISE_MODES = ("ignore", "gcv")
 # The global rule's constants under the names this module has always had.
 DEFAULT_C0 = GLOBAL_C0

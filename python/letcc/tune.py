@@ -24,7 +24,7 @@ import sys
 import time
 import types
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -34,10 +34,13 @@ from letcc.codes import LeTCC
 from letcc.codes.lam_defaults import GLOBAL_C0, GLOBAL_END_FACTOR, gap_and_end, local_gap_lams
 from letcc.evaluate import (coded_outputs, decode_errors, draw_sets, exact_outputs, group_inputs, group_labels,
                             host64, lam_grid_errors, sets_by_count)
-from letcc.policy import TARGETS, LamPolicy
+from letcc.metrics import TARGETS
 from letcc.splines._validation import as_lams
 from letcc.stragglers import FixedCount, StragglerModel
 from letcc._typing import ArrayLike
+
+if TYPE_CHECKING:                 # policy.py calls this module (LamPolicy.calibrate): no import back
+    from letcc.policy import LamPolicy
 
 __all__ = ["tune", "TuneResult", "calibrate_policy", "DEFAULT_LAM_GRID", "CALIBRATION_LAM_GRID",
            "LOCAL_C_GRID", "LOCAL_END_GRID", "END_K_GRID"]
@@ -230,7 +233,7 @@ def calibrate_policy(cls, f: Callable, X_calib, K: int, N: int, *, target: str =
     if local and np.count_nonzero(grid) < 2:
         raise ValueError("local calibration interpolates on lam_grid: it needs at least two lams > 0")
     noise_sigma = as_real(noise_sigma, "noise_sigma", 0.0)
-    if into is not None and not isinstance(into, LamPolicy):
+    if into is not None and not isinstance(into, cls):
         raise TypeError(f"into must be a LamPolicy, got {type(into).__name__}")
     groups = group_inputs(host64(X_calib), K)
     B = groups.shape[1]

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
+from letcc._cli_error import CLIError
 from letcc.bench import DEFAULT, PACKAGED, SOURCE_ONLY
 
 # module stem -> name (``letcc bench decode_overhead`` is ``letcc bench decode``)
@@ -26,8 +27,6 @@ _ALIASES = {**{b.target.rsplit(".", 1)[1]: n for n, b in PACKAGED.items()},
 
 
 def _cli_error(message: str) -> Exception:
-    from letcc.cli import CLIError
-
     return CLIError(message)
 
 
