@@ -102,7 +102,13 @@ def test_a_raising_model_fails_the_requests_with_its_traceback(script_dir, rng):
 def test_ctrl_c_leaves_no_process_or_segment_behind(script_dir, tmp_path):
     touch(script_dir / "block0")
     code = f"""
-        import functools, json, sys, numpy as np
+        import faulthandler, functools, json, signal, sys, numpy as np
+        faulthandler.register(signal.SIGUSR1, all_threads=True)   # the test asks for stacks if this hangs
+        # An interactive user's process: Ctrl-C raises KeyboardInterrupt. A process started with
+        # SIGINT ignored (a background job of a non-interactive shell, nohup: how CI may run this
+        # suite) keeps it ignored, and the Ctrl-C sent below would never reach the master: it then
+        # waited out worker 0's hang limit (60 s), answered every request and exited 0.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.path.insert(0, {TESTS!r})
         import letcc
         from letcc.serving import CodedServer
@@ -116,12 +122,20 @@ def test_ctrl_c_leaves_no_process_or_segment_behind(script_dir, tmp_path):
     """
     path = tmp_path / "master.py"
     path.write_text(textwrap.dedent(code))
-    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     info = json.loads(proc.stdout.readline())
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
-    proc.wait(WAIT)
-    assert proc.returncode != 0              # KeyboardInterrupt
+    try:                                     # communicate: the workers share the stderr pipe
+        _, err = proc.communicate(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGUSR1)    # faulthandler: where is it stuck?
+        time.sleep(1.0)
+        proc.kill()
+        _, err = proc.communicate()
+        pytest.fail(f"the master did not exit within {WAIT:g} s of Ctrl-C; its stacks:\n{err}")
+    assert proc.returncode != 0, err
+    assert "KeyboardInterrupt" in err
     _assert_gone(info["pids"], info["prefix"])
 
 

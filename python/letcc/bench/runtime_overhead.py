@@ -1,5 +1,9 @@
 """Master-side overhead per round of letcc.CodedInference, local vs Ray vs a threads floor.
 
+One file (~530 lines) on purpose, as every benchmark here: the three backends' loops
+are timed the same way and read side by side; the shared table/CPU helpers are
+already out (letcc.bench._report).
+
 Overhead = (time from submit to the decoded result) - (the (N-S)-th smallest
 injected delay), i.e. what the machinery adds on top of waiting for the
 (N-S)-th worker. Inputs are 3x224x224 float32 images, K = N/2 per round,

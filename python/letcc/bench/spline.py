@@ -1,6 +1,10 @@
 """Benchmark of letcc's spline plan (issue 2): fit a cubic smoothing spline on
 n knots and evaluate it at K = n points, for m columns at once.
 
+One file (~500 lines) on purpose, as every benchmark here: what is measured, the
+references it is set beside and the table it writes are read together, and
+the shared table/CPU helpers are already out (letcc.bench._report).
+
 Run it with ``letcc bench spline`` (or ``python -m letcc.bench.spline``);
 ``--quick`` is a seconds-long run on tiny sizes that checks the benchmark works
 on this machine (its numbers mean little), ``--out DIR`` says where the table

@@ -3,7 +3,7 @@
 The backend is transport only: it starts, watches, stops and replaces worker
 processes, moves inputs/outputs through shared memory and turns worker messages
 and process deaths into ``Event`` records. The round logic (who counts, when to
-stop, what to decode) lives in ``coded_inference``.
+stop, what to decode) lives in ``round`` (the engine) and its drivers.
 
 Rounds in flight (``rounds_in_flight=R``): the segments hold R regions (ring
 slots) of N slots each and the control words one "wanted" word per (ring
@@ -12,6 +12,12 @@ worker at once (worker_main's docstring has the layout).
 
 How the processes are started (forkserver or spawn, never fork) and how
 everything is released: letcc.runtime.local_processes.
+
+Why one file of ~480 lines: it is the one implementation of the Backend
+contract on this machine, and its parts (the control words the workers
+count answers in, the doorbell, the pipes and the deaths they report) are
+read together when a fault is debugged; the pieces with a job of their own
+are already out (shm_slots, frames, local_processes, worker_main).
 """
 from __future__ import annotations
 

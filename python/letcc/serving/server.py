@@ -31,7 +31,11 @@ wanted; answers carry their round id, so a late answer of an old round is
 never mixed into a newer one (it is counted as stale). ``close()`` drains,
 ``close(cancel=True)`` cancels what was not dispatched; both stop every worker
 process and unlink every shared-memory segment, as does leaving the ``with``
-block on an exception (Ctrl-C included: then queued requests are cancelled).
+block on an exception (Ctrl-C included: then queued requests are cancelled,
+and the rounds in flight get 5 s to finish). Python keeps SIGINT ignored in a
+process started with it ignored (a background job of a non-interactive shell,
+nohup): there Ctrl-C never reaches the server; ``signal.signal(signal.SIGINT,
+signal.default_int_handler)`` in the script brings it back.
 """
 from __future__ import annotations
 
