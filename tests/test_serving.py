@@ -481,3 +481,36 @@ def test_hedged_second_copy_fires_and_the_first_answer_wins(script_dir, rng):
         st = s.stats()
     np.testing.assert_allclose(np.stack(warm + got), f_ref(X), rtol=1e-12)
     assert st["hedges"] >= 1 and st["completed"] == 12
+
+
+class LiesOnWorker:
+    """Scripted's smooth model, negated on worker `liar` (a wrong answer every round)."""
+
+    def __init__(self, liar: int):
+        self.liar = liar
+        self.f = Scripted(".").f
+
+    def __call__(self, x):
+        y = self.f(x)
+        return -y if letcc.runtime.worker_rank() == self.liar else y
+
+
+def test_the_workers_a_robust_code_flags_are_counted_and_a_repeat_offender_is_suspected(rng):
+    code = letcc.LeTCC(4, 12, adversaries=1)
+    rounds = 12
+    with CodedServer(functools.partial(LiesOnWorker, 5), code, threads_per_worker=1, wait_for=12,
+                     max_groups=1) as s:
+        for _ in range(rounds):              # one round at a time: every round has the liar in it
+            X = rng.standard_normal((4, D))
+            est = np.stack([f.result(WAIT) for f in [s.submit(x) for x in X]])
+            # the server decodes what the code decodes from the same answers, the liar's included
+            groups = X.reshape((1, 4) + X.shape[1:]).swapaxes(0, 1)
+            Y = np.stack([f_ref(c) for c in np.asarray(code.encode(groups))])
+            Y[5] *= -1
+            ref, flagged = code.decode(Y, np.arange(12), return_flagged=True)
+            assert list(flagged) == [5]
+            np.testing.assert_allclose(est, np.asarray(ref)[:, 0], rtol=1e-9, atol=1e-9)
+        st = s.stats()
+    assert st["rounds"] == rounds
+    assert st["flagged"] == rounds
+    assert st["suspected"] == {5: rounds}

@@ -131,7 +131,7 @@ class Dispatcher:
                 self._take_inbox()
                 self.requests.expire(now)
                 mode.dispatch(now)
-                if inbox.closing and not len(self.requests) and not ctx.flights:
+                if inbox.closing and not self.requests.live() and not ctx.flights:
                     return
                 now = time.perf_counter()
                 due = min(mode.due(now), self.requests.next_deadline())

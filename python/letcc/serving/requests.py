@@ -27,22 +27,25 @@ class RequestQueue:
         self._queue: deque = deque()
         self._deadlines: list = []            # heap (deadline_at, seq, request) of queued requests
         self._seq = 0
+        self._n = 0                           # requests in the queue still in state "queued"
 
     # ---- the queue -----------------------------------------------------------
 
     def add(self, reqs) -> None:
         for req in reqs:
             self._queue.append(req)
+            self._n += 1
             if math.isfinite(req.deadline_at):
                 self._seq += 1
                 heapq.heappush(self._deadlines, (req.deadline_at, self._seq, req))
 
     def live(self) -> int:
-        """Requests still queued (cancelled ones at the front dropped)."""
+        """Requests still queued (those that timed out or left are not counted;
+        a future its caller cancelled is, until pop() drops it)."""
         queue = self._queue
         while queue and queue[0].state != "queued":
             queue.popleft()
-        return len(queue)
+        return self._n
 
     def oldest_submit(self) -> float:
         """t_submit of the oldest queued request (call after live() > 0)."""
@@ -65,6 +68,7 @@ class RequestQueue:
                 continue
             req.running, req.state = True, "flight"
             out.append(req)
+        self._n -= taken
         self.inbox.dispatched(taken)           # once per round, not per request
         return out
 
@@ -74,6 +78,7 @@ class RequestQueue:
         while heap and heap[0][0] <= now:
             req = heapq.heappop(heap)[2]
             if req.state == "queued":
+                self._n -= 1
                 self.inbox.dispatched(1)
                 self.timeout(req, "before it was dispatched")
 
@@ -90,6 +95,7 @@ class RequestQueue:
                 back.append(req)
         if back:
             self.stats.add(retried=len(back))
+            self._n += len(back)
             self.inbox.requeued(len(back))
             self._queue.extendleft(reversed(back))
 
@@ -103,15 +109,14 @@ class RequestQueue:
                 req.future.set_exception(RuntimeError("the server was closed with cancel=True"))
             self.stats.add(cancelled=1)
         self._queue.clear()
+        self._n = 0
 
     def drain(self) -> list:
         """Every queued request, taken out (the dispatcher fails them)."""
         out = list(self._queue)
         self._queue.clear()
+        self._n = 0
         return out
-
-    def __len__(self) -> int:
-        return len(self._queue)
 
     # ---- how a request ends -----------------------------------------------------
 
