@@ -136,12 +136,17 @@ def test_request_queue_pops_oldest_expires_requeues_and_resolves():
     q.requeue([got[0]], "round 2: no worker answered")
     with pytest.raises(RuntimeError, match=r"round 2: no worker answered; gave up after 2 retries"):
         got[0].future.result(0)
-    q.resolve_rows([None, got[1], got[2]], [None, np.ones(2), 2 * np.ones(2)])
+    got[2].want_info = True
+    assert q.resolve_rows([None, got[1], got[2]], [None, np.ones(2), 2 * np.ones(2)], approximate=True,
+                          answered=[4, 1], round_id=7) == 2
     np.testing.assert_array_equal(got[1].future.result(0), np.ones(2))
-    np.testing.assert_array_equal(got[2].future.result(0), 2 * np.ones(2))
-    assert stats.counts["completed"] == 2 and len(stats.latencies) == 2
-    q.resolve(got[2], exc=RuntimeError("late"))          # ends once: a second end is ignored
-    np.testing.assert_array_equal(got[2].future.result(0), 2 * np.ones(2))
+    y, info = got[2].future.result(0)
+    np.testing.assert_array_equal(y, 2 * np.ones(2))
+    assert info.approximate and info.answered == (4, 1) and info.round_id == 7 and info.latency >= 0
+    assert stats.counts["completed"] == 2 and stats.counts["approximate"] == 2 and len(stats.latencies) == 2
+    q.fail(got[1], RuntimeError("late"))                 # ends once: a second end is ignored
+    np.testing.assert_array_equal(got[1].future.result(0), np.ones(2))
+    assert stats.counts["errors"] == 1                   # got[0]'s give-up
 
 
 def test_cancel_all_cancels_every_queued_request():

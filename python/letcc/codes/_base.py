@@ -26,6 +26,10 @@
                               read it directly. Codes with E > 0 take
                               decode(Y, available, return_flagged=True) -> (estimates,
                               flagged worker indices) and are not linear_in_outputs
+    code.decodes_exactly      True when decode() returns workers' own answers and never
+                              an estimate (Uncoded, Replication); False for the codes
+                              that estimate (LeTCC, BACC): a server flags their
+                              decoded answers approximate
 
 `available` holds worker indices 0..N-1 in any order (e.g. arrival order); row
 i of Y is the output of worker available[i].
@@ -76,6 +80,7 @@ class Code(ABC):
     beta: np.ndarray | None = None
     complete_needs_every_worker: bool = False
     linear_in_outputs: bool = True
+    decodes_exactly: bool = False
     adversaries: int = 0
 
     @abstractmethod

@@ -21,6 +21,8 @@ __all__ = ["Uncoded", "Replication"]
 class Replication(Code):
     """r-fold replication of K inputs on N = K * r workers (worker i computes input i % K)."""
 
+    decodes_exactly = True                  # decode() copies a worker's answer for every input
+
     def __init__(self, K: int, r: int) -> None:
         self.K = as_count(K, "K")
         self.r = as_count(r, "r")

@@ -6,7 +6,8 @@ asyncio out; the baselines at equal resources with the same call: Uncoded
 behind a load balancer, Replication, and ``Hedged`` requests. The data flow
 is drawn at the top of letcc.serving.server.
 """
+from letcc.serving.flights import RequestInfo
 from letcc.serving.hedged import Hedged
 from letcc.serving.server import DEFAULT_ROUNDS_IN_FLIGHT, CodedServer, QueueFull
 
-__all__ = ["CodedServer", "Hedged", "QueueFull", "DEFAULT_ROUNDS_IN_FLIGHT"]
+__all__ = ["CodedServer", "Hedged", "QueueFull", "RequestInfo", "DEFAULT_ROUNDS_IN_FLIGHT"]

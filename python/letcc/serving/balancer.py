@@ -119,7 +119,7 @@ class Balancer:
             ctx.ring.give(ring)
             if not fl.copies:
                 for req in fl.requests:
-                    ctx.requests.resolve(req, exc=exc)
+                    ctx.requests.fail(req, exc)
             return None
         if self._draw is None:
             sleep = self._zeros
@@ -152,7 +152,7 @@ class Balancer:
             except Exception as exc:
                 self._end(fl, exc=exc)
                 return
-            ctx.requests.resolve_rows(fl.requests, Y)
+            ctx.requests.resolve_rows(fl.requests, Y, approximate=False, answered=(c.worker,), round_id=c.round)
             self._end(fl)
             return
         if ev.kind == "error":
@@ -162,6 +162,9 @@ class Balancer:
             fl.raised[c.worker] = ctx.engine.shape_message(c.worker, ev.payload, fl.B)
         c.state = "failed"
         self._lost_copy(fl)
+
+    def on_stale(self, ev) -> None:
+        self.ctx.stats.add(stale=1)
 
     def on_died(self, ev) -> None:
         ctx = self.ctx
@@ -230,4 +233,4 @@ class Balancer:
             ctx.requests.requeue(left, "every worker the task went to died or hung")
         else:
             for req in left:
-                ctx.requests.resolve(req, exc=exc or RuntimeError("the task ended without an answer"))
+                ctx.requests.fail(req, exc or RuntimeError("the task ended without an answer"))

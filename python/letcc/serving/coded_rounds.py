@@ -108,7 +108,7 @@ class CodedRounds:
         except Exception as exc:
             ctx.ring.give(k)
             for req in reqs:
-                ctx.requests.resolve(req, exc=exc)
+                ctx.requests.fail(req, exc)
             return
         ctx.flights[rnd.id] = CodedFlight(reqs, rnd)
         st = ctx.stats
@@ -126,6 +126,9 @@ class CodedRounds:
         self.engine.on_event(fl.rnd, ev)
         if fl.rnd.error is not None:
             self._end(fl, (), exc=fl.rnd.error)
+
+    def on_stale(self, ev) -> None:
+        self.ctx.stats.add(stale=1)
 
     def on_died(self, ev) -> None:
         self.engine.worker_died([fl.rnd for fl in self.ctx.flights.values()], ev)
@@ -184,10 +187,11 @@ class CodedRounds:
             st.counts["erasures"] += self.N - len(set(answered))
             st.note_flagged(fl.rnd.flagged)
         if rows is not None:                  # after the bookkeeping: stats() agrees with the futures
-            ctx.requests.resolve_rows(fl.requests, rows)
+            ctx.requests.resolve_rows(fl.requests, rows, approximate=not self.code.decodes_exactly,
+                                      answered=sorted(answered), round_id=fl.id)
         left = [r for r in fl.requests if r is not None and r.state == "flight"]
         if retry:
             ctx.requests.requeue(left, f"round {fl.id}: no worker answered ({fl.waiter.failed or 'none'})")
         else:
             for req in left:
-                ctx.requests.resolve(req, exc=exc or RuntimeError(f"round {fl.id} ended without an answer"))
+                ctx.requests.fail(req, exc or RuntimeError(f"round {fl.id} ended without an answer"))

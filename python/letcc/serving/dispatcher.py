@@ -36,6 +36,7 @@ from letcc.serving.coded_rounds import CodedRounds
 from letcc.serving.inbox import Inbox
 from letcc.serving.requests import RequestQueue
 from letcc.serving.ring import Ring
+from letcc.serving.systematic import FallbackRule, SystematicRounds
 
 __all__ = ["Dispatcher", "Mode", "Context"]
 
@@ -63,6 +64,9 @@ class Mode(Protocol):
     def on_died(self, ev) -> None:
         """A worker died: an erasure in every flight it was in."""
 
+    def on_stale(self, ev) -> None:
+        """An answer of no flight in flight (a round that ended): counted."""
+
     def check(self, now: float) -> None:
         """End what is decided, past its deadline or hung."""
 
@@ -88,7 +92,7 @@ class Dispatcher:
 
     def __init__(self, model_factory, scheme, mode: str, *, backend, devices, threads_per_worker, start_method,
                  chunk_rows, ray_options, draw_delays, count, max_batch_delay, max_groups, rounds_in_flight,
-                 hang_timeout, startup_timeout, rng, stats, max_queue):
+                 hang_timeout, startup_timeout, rng, stats, max_queue, fallback_after=None):
         N = int(scheme.N)
         slots = rounds_in_flight if mode == "coded" else N * (rounds_in_flight + 1)
         self.errors: deque = deque(maxlen=100)   # (worker, text), most recent last
@@ -109,9 +113,11 @@ class Dispatcher:
         engine = RoundEngine(self.pool, scheme)
         self.ctx = Context(self.pool, engine, self.inbox, self.requests, Ring(self.backend, slots, max_groups),
                            stats)
-        if mode == "coded":
-            self.mode: Mode = CodedRounds(self.ctx, draw=draw_delays, count=count, rng=rng,
-                                          max_batch_delay=max_batch_delay, max_groups=max_groups)
+        coded = dict(draw=draw_delays, count=count, rng=rng, max_batch_delay=max_batch_delay, max_groups=max_groups)
+        if mode == "coded" and getattr(scheme, "systematic_workers", None) is not None:
+            self.mode: Mode = SystematicRounds(self.ctx, fallback=FallbackRule(fallback_after), **coded)
+        elif mode == "coded":
+            self.mode = CodedRounds(self.ctx, **coded)
         else:
             self.mode = Balancer(self.ctx, scheme, draw=draw_delays, rng=rng, max_groups=max_groups,
                                  tasks_per_worker=rounds_in_flight)
@@ -168,7 +174,7 @@ class Dispatcher:
                 pool.ack(ev.worker, ev.round)
                 fl = flights.get(ev.round)
                 if fl is None:
-                    self.stats.add(stale=1)
+                    mode.on_stale(ev)
                 else:
                     mode.on_event(fl, ev)
             elif ev.kind == "died":
@@ -194,7 +200,7 @@ class Dispatcher:
             pending += [r for r in fl.requests if r is not None]
         flights.clear()
         for req in pending:
-            self.requests.resolve(req, exc=exc)
+            self.requests.fail(req, exc)
 
     def close(self) -> None:
         self.pool.close()

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Request", "CodedFlight", "TaskFlight", "pad_groups"]
+__all__ = ["Request", "RequestInfo", "CodedFlight", "TaskFlight", "pad_groups"]
 
 
 @dataclass(eq=False)
@@ -38,6 +38,25 @@ class Request:
     retries: int = 0
     state: str = "queued"    # queued | flight | done
     running: bool = False    # future.set_running_or_notify_cancel() called
+    want_info: bool = False  # submit(info=True): the future gets (y, RequestInfo)
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    """How a request was answered (``CodedServer.submit(x, info=True)``).
+
+    approximate : True when the answer is a decoder's estimate (a coded
+        round's decode; with a systematic code, a request whose own worker was
+        late or failed); False when it is a worker's own answer for this input
+    latency : seconds from submit to the result
+    answered : the workers whose answers it was made from, ascending (one
+        worker for an exact answer)
+    round_id : the round (or task) it came from
+    """
+    approximate: bool
+    latency: float
+    answered: tuple
+    round_id: int
 
 
 def pad_groups(requests: list, K: int, row_shape: tuple, dtype) -> np.ndarray:
@@ -80,6 +99,7 @@ class CodedFlight(_Flight):
     """A coded round of requests: the engine's Round (letcc.runtime.round) and what it is for."""
     requests: list           # Request, position i -> (group i // K, input i % K)
     rnd: object              # letcc.runtime.round.Round
+    fallback_at: float = math.inf    # systematic rounds: when the pending requests are decoded
     _deadline: float | None = field(default=None, repr=False)
 
     kind = "coded"

@@ -15,6 +15,8 @@ import math
 import time
 from collections import deque
 
+from letcc.serving.flights import RequestInfo
+
 __all__ = ["RequestQueue", "MAX_RETRIES"]
 
 # a request whose round had no answer at all (every worker died or hung) is queued again this often
@@ -88,7 +90,7 @@ class RequestQueue:
         back = []
         for req in reqs:
             if req.retries >= MAX_RETRIES:
-                self.resolve(req, exc=RuntimeError(f"{why}; gave up after {req.retries} retries"))
+                self.fail(req, RuntimeError(f"{why}; gave up after {req.retries} retries"))
             else:
                 req.retries += 1
                 req.state = "queued"
@@ -124,38 +126,46 @@ class RequestQueue:
         budget = req.deadline_at - req.t_submit
         if req.state != "done":
             self.stats.add(timeouts=1)
-        self.resolve(req, exc=TimeoutError(f"no estimate within the request's deadline of {budget:g} s {where}"),
-                     counted=False)
+        self.fail(req, TimeoutError(f"no estimate within the request's deadline of {budget:g} s {where}"),
+                  counted=False)
 
-    def resolve_rows(self, reqs, rows, on_result=None) -> None:
-        """Request i's estimate is rows[i] (None: not a request any more): the
-        futures resolved, their latencies recorded under one stats lock.
-        ``on_result(req, i, latency)``, if given, returns what the future is set
-        to (the server's ``info=True`` requests get (y, info))."""
+    def resolve_rows(self, reqs, rows, *, approximate: bool, answered, round_id: int) -> int:
+        """Request i's result is rows[i] (None: not a request any more): the
+        futures resolved, their latencies recorded under one stats lock (and
+        the approximate ones counted). A request submitted with info=True gets
+        (rows[i], RequestInfo). The number resolved."""
         live = []
         for i, req in enumerate(reqs):
             if req is None or req.state == "done":
                 continue
-            if not req.running:                # never the case in flight: pop() ran it
-                self.resolve(req, rows[i])
-                continue
             req.state = "done"
+            if not req.running and not req.future.set_running_or_notify_cancel():
+                continue                       # never the case in flight: pop() ran it
+            req.running = True
             live.append((req, i))
         if not live:
-            return
+            return 0
         now = time.perf_counter()
         st = self.stats
         with st.lock:                          # first: stats() agrees with what a caller sees resolved
             st.counts["completed"] += len(live)
+            if approximate:
+                st.counts["approximate"] += len(live)
             st.latencies.extend([now - req.t_submit for req, _ in live])
+        answered = tuple(int(j) for j in answered)
         for req, i in live:
-            value = rows[i] if on_result is None else on_result(req, i, now - req.t_submit)
+            value = rows[i]
+            if req.want_info:
+                value = (value, RequestInfo(approximate, now - req.t_submit, answered, round_id))
             try:
                 req.future.set_result(value)
             except Exception:                  # InvalidStateError: resolved already
                 pass
+        return len(live)
 
-    def resolve(self, req, y=None, exc=None, counted=True) -> None:
+    def fail(self, req, exc: BaseException, counted: bool = True) -> None:
+        """The request ends with ``exc`` (counted among the errors unless told
+        otherwise: a timeout is counted as one)."""
         if req.state == "done":
             return
         req.state = "done"
@@ -163,17 +173,9 @@ class RequestQueue:
         if not req.running and not fut.set_running_or_notify_cancel():
             return
         req.running = True
-        latency = time.perf_counter() - req.t_submit
-        with self.stats.lock:                  # first: stats() agrees with what a caller sees resolved
-            if exc is None:
-                self.stats.counts["completed"] += 1
-                self.stats.latencies.append(latency)
-            elif counted:
-                self.stats.counts["errors"] += 1
+        if counted:
+            self.stats.add(errors=1)
         try:
-            if exc is None:
-                fut.set_result(y)
-            else:
-                fut.set_exception(exc)
+            fut.set_exception(exc)
         except Exception:                      # InvalidStateError: resolved already
             pass

@@ -107,6 +107,15 @@ class CodedServer:
         them); default the straggler model's count, else every input covered
         for Replication, else N - N // 4
     seed : the straggler draws' randomness
+    fallback_after : systematic codes only (``LeTCC(K, N, systematic=True)``,
+        ``BACC(K, N, systematic=True)``): a request resolves exactly as soon as its
+        own worker answers; one still pending at its fallback time resolves with
+        the decode of what has arrived (flagged approximate: ``submit(x,
+        info=True)``). The fallback time: ``fallback_after`` seconds after
+        dispatch, or ``"pNN"``, the NN-th percentile of recent answer times (as
+        ``Hedged`` does), and never later than the request's deadline; None (the
+        default): the deadline, or when the round's waiting rule (``wait_for``)
+        decides. See letcc.serving.systematic.
     hang_timeout, startup_timeout, chunk_rows, threads_per_worker, start_method,
     ray_options : as for ``CodedInference``
     """
@@ -116,7 +125,7 @@ class CodedServer:
                  rounds_in_flight: int | None = None, max_groups: int = 4, wait_for=None, seed=None,
                  hang_timeout: float = 60.0, startup_timeout: float = 120.0, chunk_rows: int | None = None,
                  threads_per_worker: int | None = None, start_method: str | None = None,
-                 ray_options: dict | None = None):
+                 ray_options: dict | None = None, fallback_after=None):
         if not callable(model_factory):
             raise TypeError(f"model_factory must be a callable that builds the model, got {model_factory!r}")
         if isinstance(code, Hedged):
@@ -148,11 +157,19 @@ class CodedServer:
             max_groups=as_int(max_groups, "max_groups", 1), rounds_in_flight=R,
             hang_timeout=as_real(hang_timeout, "hang_timeout", 0, strict=True, finite=False),
             startup_timeout=as_real(startup_timeout, "startup_timeout", 0, strict=True, finite=False),
-            rng=np.random.default_rng(seed), stats=self._stats, max_queue=self.max_queue)
+            rng=np.random.default_rng(seed), stats=self._stats, max_queue=self.max_queue,
+            fallback_after=self._fallback_after(code, mode, fallback_after))
         self._inbox = self._d.inbox
         self._thread = threading.Thread(target=self._run, name="letcc-server-dispatcher", daemon=True)
         self._thread.start()
         self._finalizer = weakref.finalize(self, _shutdown, self._d, self._thread)
+
+    @staticmethod
+    def _fallback_after(code, mode, value):
+        if value is not None and (mode != "coded" or code.systematic_workers is None):
+            raise ValueError(f"fallback_after={value!r} needs a systematic code (LeTCC(K, N, systematic=True) "
+                             f"or BACC(K, N, systematic=True)); {code!r} has no exact answers to fall back from")
+        return value
 
     def _run(self) -> None:
         try:
@@ -162,18 +179,22 @@ class CodedServer:
 
     # ---- requests -----------------------------------------------------------
 
-    def submit(self, x, deadline=None) -> Future:
+    def submit(self, x, deadline=None, info: bool = False) -> Future:
         """Queue ONE input (no leading K axis); a Future of its estimate f(x).
 
         deadline: seconds after now (default: the server's ``deadline``). When it
         passes, the request's round decodes from the answers in so far; with none,
-        the future raises ``TimeoutError``. Raises ``QueueFull`` at once when
+        the future raises ``TimeoutError``. info=True: the Future gives ``(y,
+        info)``, a ``letcc.serving.RequestInfo`` (approximate, latency, the
+        answering workers, the round). Raises ``QueueFull`` at once when
         ``max_queue`` requests are waiting. Safe from any thread."""
+        if not isinstance(info, bool):
+            raise TypeError(f"info must be True or False, got {info!r}")
         t = time.perf_counter()
         xa = self._as_input(x)
         budget = self.deadline if deadline is None else as_real(deadline, "deadline", 0, strict=True, finite=False)
         fut: Future = Future()
-        self._inbox.put(Request(xa, fut, t, t + budget if budget is not None else math.inf))
+        self._inbox.put(Request(xa, fut, t, t + budget if budget is not None else math.inf, want_info=info))
         return fut
 
     def _as_input(self, x) -> np.ndarray:
@@ -195,9 +216,10 @@ class CodedServer:
         end = None if timeout is None else time.monotonic() + timeout
         return [f.result(None if end is None else max(0.0, end - time.monotonic())) for f in futs]
 
-    async def infer(self, x, deadline=None):
-        """``await server.infer(x)`` from a running event loop: the estimate of f(x)."""
-        return await asyncio.wrap_future(self.submit(x, deadline))
+    async def infer(self, x, deadline=None, info: bool = False):
+        """``await server.infer(x)`` from a running event loop: the estimate of f(x)
+        (with info=True: ``(y, RequestInfo)``)."""
+        return await asyncio.wrap_future(self.submit(x, deadline, info))
 
     # ---- state --------------------------------------------------------------
 
@@ -205,8 +227,12 @@ class CodedServer:
         """Request latency quantiles (seconds, submit -> result; recent 200k
         requests), counters (accepted, completed, timeouts, rejections,
         cancelled, errors, rounds, padded_rounds, erasures, stale answers,
-        hedges, retried, replaced workers), batch fill, queue depth, rounds in
-        flight, master CPU per request, the last worker errors."""
+        hedges, retried, replaced workers; approximate: answers that were a
+        decode's estimate; late_exact: systematic answers that came after their
+        request was decoded; flagged: answers a code with adversaries > 0 left
+        out, and ``suspected``: {worker: rounds flagged} for workers flagged
+        often), batch fill, queue depth, rounds in flight, master CPU per
+        request, the last worker errors."""
         out = self._stats.snapshot(self.rounds_in_flight, self.code.N)
         out["queue_depth"] = self._inbox.waiting
         out["accepted"] = self._inbox.accepted

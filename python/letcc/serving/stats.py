@@ -26,7 +26,8 @@ class ServerStats:
         self.lock = threading.Lock()
         self.latencies: deque = deque(maxlen=keep)     # seconds, submit -> result, recent requests
         self.counts = dict(completed=0, timeouts=0, cancelled=0, errors=0, rounds=0, padded_rounds=0,
-                           erasures=0, stale=0, hedges=0, retried=0, replaced=0, flagged=0)
+                           erasures=0, stale=0, hedges=0, retried=0, replaced=0, flagged=0,
+                           approximate=0, late_exact=0)
         self.flagged_by_worker: dict = {}    # worker -> rounds in which the code flagged it
         self.real_positions = 0      # real requests dispatched in coded rounds / tasks
         self.positions = 0           # positions they took (B * K; b for tasks)

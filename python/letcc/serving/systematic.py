@@ -1,0 +1,173 @@
+"""Systematic coded serving: exact answers on time, decoded answers for the late ones.
+
+With a systematic code (``code.systematic_workers``: LeTCC or BACC built with
+``systematic=True``), worker ``systematic_workers[k]`` of a round computes
+f(x) of the round's k-th input itself, and the other N - K workers compute f
+between the inputs. A round here::
+
+    launch (as CodedRounds: B groups of K requests, padded, encoded, submitted)
+    a systematic worker answers -> its requests resolve at once, exact
+        (RequestInfo.approximate False); every real request exact -> the round
+        ends, its parity workers are cancelled
+    fallback time of a request still pending (``fallback_after`` seconds after
+        dispatch, or a percentile of recent systematic answer times, or its
+        deadline; with none of them, when the round's waiting rule decides)
+        -> decode from every answer in so far; the pending requests resolve
+        with the estimate (approximate True)
+    its systematic worker died, raised or hung -> an erasure: decoded as soon
+        as the waiting rule decides (or at the fallback time), flagged approximate
+    a systematic answer arriving after its requests were decoded is counted
+        (stats()["late_exact"]) and never replaces what was delivered
+
+Everything else (deadlines with nothing decodable, retries of a round with no
+answer at all, the model raising, shape errors) is CodedRounds'.
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+from letcc._checks import as_real
+from letcc.serving.coded_rounds import CodedRounds
+from letcc.serving.hedged import LatencyWindow
+
+__all__ = ["SystematicRounds", "FallbackRule"]
+
+_KEEP_ENDED = 256       # ended rounds remembered for counting late exact answers
+
+
+class FallbackRule:
+    """When a pending request of a systematic round is decoded instead of
+    waiting longer for its own worker: ``fallback_after`` as given to
+    CodedServer — None (at the request's deadline, or when the round's waiting
+    rule decides), seconds after dispatch (> 0), or "pNN": the NN-th
+    percentile (0-100) of recent systematic answer times (as Hedged's; until
+    ``min_samples`` were seen: the deadline / waiting rule)."""
+
+    def __init__(self, value, window: int = 1000, min_samples: int = 20):
+        self.seconds = self.percentile = None
+        if value is None:
+            pass
+        elif isinstance(value, str):
+            if not (value.startswith("p") and value[1:].replace(".", "", 1).isdigit()):
+                raise ValueError(f"fallback_after must be seconds, 'pNN' (a percentile of recent answer "
+                                 f"times, e.g. 'p95') or None, got {value!r}")
+            self.percentile = as_real(float(value[1:]), "fallback_after's percentile", 0, 100)
+        else:
+            self.seconds = as_real(value, "fallback_after", 0, strict=True, finite=False)
+        self.window = (LatencyWindow(window, self.percentile, min_samples)
+                       if self.percentile is not None else None)
+
+    @property
+    def given(self) -> bool:
+        return self.seconds is not None or self.percentile is not None
+
+    def after(self) -> float:
+        """Seconds after dispatch (inf: none yet)."""
+        if self.seconds is not None:
+            return self.seconds
+        return self.window.threshold() if self.window is not None else math.inf
+
+    def observe(self, seconds: float) -> None:
+        if self.window is not None:
+            self.window.add(seconds)
+
+    def __repr__(self) -> str:
+        what = (f"{self.seconds:g} s" if self.seconds is not None else
+                f"p{self.percentile:g}" if self.percentile is not None else "deadline / waiting rule")
+        return f"FallbackRule({what})"
+
+
+class SystematicRounds(CodedRounds):
+    def __init__(self, ctx, *, fallback: FallbackRule, **kwargs):
+        super().__init__(ctx, **kwargs)
+        self.systematic = tuple(int(w) for w in self.code.systematic_workers)
+        self.input_of = {w: k for k, w in enumerate(self.systematic)}
+        self.fallback = fallback
+        # round id -> systematic workers whose requests were decoded (their answer came too late)
+        self._decoded: OrderedDict = OrderedDict()
+
+    # ---- the mode protocol, where it differs from CodedRounds --------------------
+
+    def answers_wanted(self) -> int:
+        """Every answer may be a systematic one that resolves requests at once:
+        wake on each (not once the waiting rule's count is in)."""
+        return 1 if self.ctx.flights.get(self.engine.last_id) is not None else 0
+
+    def due(self, now: float) -> float:
+        t = super().due(now)
+        for fl in self.ctx.flights.values():
+            if fl.fallback_at > now:          # a fallback that found nothing to decode is not due again
+                t = min(t, fl.fallback_at)
+        return t
+
+    def on_event(self, fl, ev) -> None:
+        super().on_event(fl, ev)
+        j = ev.worker
+        if ev.kind != "done" or j not in self.input_of or fl.id not in self.ctx.flights:
+            return
+        self.fallback.observe(ev.t - fl.t0)
+        k, K = self.input_of[j], self.K
+        mine = [i for i in range(k, len(fl.requests), K) if _pending(fl.requests[i])]
+        if mine:
+            Y = self.ctx.pool.backend.outputs([j], fl.rnd.B, fl.rnd.ring)[0]      # (B, ...): row b is group b's
+            self.ctx.requests.resolve_rows([fl.requests[i] for i in mine], [Y[i // K] for i in mine],
+                                           approximate=False, answered=(j,), round_id=fl.id)
+        if not any(_pending(r) for r in fl.requests):
+            self._end(fl, sorted(fl.waiter.arrived))          # every request exact: the parity work is moot
+
+    def on_stale(self, ev) -> None:
+        late = self._decoded.get(ev.round)
+        if ev.kind == "done" and late is not None and ev.worker in late:
+            late.discard(ev.worker)
+            self.ctx.stats.add(late_exact=1)
+        else:
+            self.ctx.stats.add(stale=1)
+
+    def check(self, now: float) -> None:
+        flights = self.ctx.flights
+        for fl in list(flights.values()):
+            if fl.id not in flights:
+                continue
+            decision = self.engine.decision(fl.rnd, now)
+            pending = [r for r in fl.requests if _pending(r)]
+            if not pending:
+                self._end(fl, sorted(fl.waiter.arrived))
+                continue
+            if now >= fl.fallback_at or (decision is not None and (
+                    not self.fallback.given or decision.rule == "all" or self._orphaned(fl))):
+                arrived = sorted(fl.waiter.arrived)
+                if arrived and fl.waiter.decodable(arrived):
+                    self._finish(fl, arrived)         # CodedRounds: decode, resolve the pending ones
+                    continue
+                if decision is not None:
+                    self._finish(fl, decision.answered)    # nothing decodable and nothing more to come
+                    continue
+                fl.fallback_at = math.inf             # wait for more answers, or the deadline
+            if now >= fl.deadline_at:
+                self._deadline(fl, now)
+
+    # ---- launch and end ---------------------------------------------------------------
+
+    def _launch(self, reqs: list, workers: list) -> None:
+        super()._launch(reqs, workers)
+        fl = self.ctx.flights.get(self.engine.last_id)
+        if fl is not None and fl.requests is reqs:
+            fl.fallback_at = min(fl.t0 + self.fallback.after(), fl.deadline_at)
+
+    def _orphaned(self, fl) -> bool:
+        """Every pending request's own worker failed (died, raised, hung): waiting cannot make one exact."""
+        failed, K = fl.waiter.failed, self.K
+        return all(self.systematic[i % K] in failed for i, r in enumerate(fl.requests) if _pending(r))
+
+    def _end(self, fl, answered, exc=None, retry=False, rows=None) -> None:
+        decoded = {self.systematic[i % self.K] for i, r in enumerate(fl.requests) if _pending(r)}
+        super()._end(fl, answered, exc=exc, retry=retry, rows=rows)
+        if rows is not None and decoded:
+            self._decoded[fl.id] = decoded
+            while len(self._decoded) > _KEEP_ENDED:
+                self._decoded.popitem(last=False)
+
+
+def _pending(req) -> bool:
+    return req is not None and req.state == "flight"
