@@ -26,6 +26,18 @@
                               read it directly. Codes with E > 0 take
                               decode(Y, available, return_flagged=True) -> (estimates,
                               flagged worker indices) and are not linear_in_outputs
+    code.systematic_workers   None, or (systematic codes: LeTCC / BACC with
+                              systematic=True) the tuple of the K workers whose
+                              coded inputs are the inputs themselves, in input
+                              order: worker systematic_workers[k] computes f(x_k),
+                              encode(X)[systematic_workers[k]] equals X[k] bit for
+                              bit, and decode() returns its answer bit for bit as
+                              estimate k whenever it answered (the others are
+                              estimated). None for every other code, the
+                              baselines included (Uncoded and Replication run
+                              the inputs unchanged, but their decode needs a copy
+                              of every input and never estimates one), so a
+                              caller reads it directly
 
 `available` holds worker indices 0..N-1 in any order (e.g. arrival order); row
 i of Y is the output of worker available[i].
@@ -64,6 +76,7 @@ class Code(ABC):
     complete_needs_every_worker: bool = False
     linear_in_outputs: bool = True
     adversaries: int = 0
+    systematic_workers: tuple | None = None
 
     @abstractmethod
     def encode(self, X: Array, out: Array | None = None, rows: Indices | None = None) -> Array:
