@@ -14,14 +14,16 @@ answered, and estimates only the inputs whose systematic worker did not
 Where the parity nodes sit (``parity_nodes``; measured in
 bench/results/systematic_accuracy.md): a missing input is estimated from the
 answers around it, and a parity worker at t between alpha_k and alpha_(k+1)
-computes f of a blend of x_k and x_(k+1) (the encoder's curve there), so
-each parity node goes to the *middle* of an interval between two inputs, the
-intervals spread evenly (P = K / 2 pairs the inputs: every input has one
-parity neighbour, shared with one other input). Once every interior interval
-has one, the next two go beyond the outermost inputs (so that those are
-interpolated, not extrapolated), then the interior intervals get a second
-one, and so on. Nodes in [-1, 1] as for the non-systematic codes; alpha
-stays the code's (Chebyshev points of the first kind by default).
+computes f of a blend of x_k and x_(k+1) (the encoder's curve there). With
+few parity workers (P <= K / 2) each goes to the middle of an interval
+between two inputs, the intervals spread evenly (P = K / 2 pairs the inputs:
+every input has one parity neighbour, shared with one other input; a
+missing input is then the blend's answer extrapolated past its partner's
+exact one). With more, the parity nodes are Chebyshev points of the second
+kind (the K nearest the inputs left out): they put parity nodes beyond the
+outermost inputs and close to them, where the end inputs otherwise would be
+extrapolated. Nodes in [-1, 1] as for the non-systematic codes; alpha stays
+the code's (Chebyshev points of the first kind by default).
 
 LeTCC's systematic decoder (``pinned_decoder_rows``) fits the encoder's own
 curve to the answers: the natural cubic spline with knots at alpha, pinned
@@ -51,6 +53,7 @@ import numpy as np
 from letcc.codes._arrays import put_rows, take_rows
 from letcc.codes.lam_defaults import SYSTEMATIC_LAM, local_gap_lams
 from letcc.codes.output_space import log_or_none, softmax_
+from letcc.nodes import chebyshev_second_kind
 from letcc.splines import DenseOperator, SplineSmoother
 
 __all__ = ["check_systematic", "parity_nodes", "SystematicLayout", "pinned_decoder_rows", "roughness_matrix",
@@ -66,43 +69,29 @@ def check_systematic(systematic, K: int, N: int) -> bool:
     return bool(systematic)
 
 
-def _interval_counts(n_intervals: int, count: int) -> np.ndarray:
-    """`count` items over `n_intervals` slots, as evenly as possible, the
-    remainder at the slots floor((j + 1/2) n / r) (spread, symmetric-ish)."""
-    per, rem = divmod(count, n_intervals)
-    counts = np.full(n_intervals, per, dtype=np.int64)
-    for j in range(rem):
-        counts[int((j + 0.5) * n_intervals / rem)] += 1
-    return counts
-
-
 def parity_nodes(alpha: np.ndarray, n_parity: int) -> np.ndarray:
-    """The default parity nodes for inputs at `alpha` (ascending), ascending:
-    one in the middle of each of n_parity evenly spread intervals between
-    consecutive inputs; beyond K - 1, the next two halfway between the
-    outermost inputs and the ends -1 and 1; beyond K + 1, the interior
-    intervals again (c nodes in an interval: at its fractions j / (c + 1)),
-    then the ends. See the module docstring for why."""
+    """The default parity nodes for inputs at `alpha` (ascending), ascending.
+
+    Up to K // 2 parity nodes: the middles of n_parity evenly spread
+    intervals between consecutive inputs (at K // 2, every other interval:
+    the inputs in pairs, each pair sharing the parity node between them).
+    More: Chebyshev points of the second kind for N = K + n_parity, less the
+    K nearest the inputs (one each, nearest first), so that the nodes keep
+    Chebyshev's density at the ends and the outermost inputs get parity
+    nodes beyond them. Measured (bench/results/systematic_accuracy.md, "Where
+    the parity nodes sit"): the pairs win at N/K <= 1.5, the Chebyshev
+    nodes at N/K = 1.75 and 2."""
     alpha = np.asarray(alpha, dtype=np.float64)
     K = alpha.shape[0]
-    interior = np.zeros(max(K - 1, 0), dtype=np.int64)
-    ends = np.zeros(2, dtype=np.int64)
-    left = n_parity
-    while left > 0:
-        if K > 1:
-            take = min(left, K - 1)
-            interior += _interval_counts(K - 1, take)
-            left -= take
-        take = min(left, 2)
-        ends[:take] += 1                 # the left end first, then the right
-        left -= take
-    nodes = []
-    for i, c in enumerate(interior):
-        nodes += [alpha[i] + (j + 1) / (c + 1) * (alpha[i + 1] - alpha[i]) for j in range(c)]
-    lo, hi = float(alpha[0]), float(alpha[-1])
-    nodes += [lo - (j + 1) / (ends[0] + 1) * (lo + 1.0) for j in range(ends[0])]
-    nodes += [hi + (j + 1) / (ends[1] + 1) * (1.0 - hi) for j in range(ends[1])]
-    out = np.sort(np.array(nodes, dtype=np.float64))
+    if n_parity <= K // 2:
+        at = [int((j + 0.5) * (K - 1) / n_parity) for j in range(n_parity)]
+        out = np.array([(alpha[i] + alpha[i + 1]) / 2.0 for i in at], dtype=np.float64)
+    else:
+        cheb = list(chebyshev_second_kind(K + n_parity))
+        for a in alpha:
+            cheb.remove(min(cheb, key=lambda t: abs(t - a)))
+        out = np.array(cheb, dtype=np.float64)
+    out = np.sort(out)
     if np.unique(np.concatenate((out, alpha))).size != K + n_parity:
         raise ValueError(f"{n_parity} parity nodes do not fit between {K} inputs at distinct points")
     return out
