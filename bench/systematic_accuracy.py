@@ -238,7 +238,8 @@ def main(argv=None) -> int:
         for K, N in configs:
             row = []
             for kind in kinds:
-                row.append(cell(study(b, K, N, schemes(K, N, kind, only_default=True), [(1, 0)], n_sets)[(1, 0)]["letcc"]))
+                r = study(b, K, N, schemes(K, N, kind, only_default=True), [(1, 0)], n_sets)
+                row.append(cell(r[(1, 0)]["letcc"]))
             lines.append(f"| {name} | {K} | {N} | " + " | ".join(row) + " |")
             print(lines[-1], flush=True)
     lines.append("")

@@ -110,7 +110,7 @@ class SystematicLayout:
         if not ok.all():
             k = int(np.argmin(ok))
             raise ValueError(f"systematic=True needs every input node among the worker nodes: "
-                             f"alpha[{k}] = {alpha[k]!r} is not in beta")
+                             f"alpha[{k}] = {float(alpha[k])!r} is not in beta")
         self.workers: Tuple[int, ...] = tuple(int(p) for p in pos)
         self._workers = pos.astype(np.int64)
         self._input_of = np.full(beta.shape[0], -1, dtype=np.int64)   # worker -> its input (-1: parity)
