@@ -372,3 +372,17 @@ def test_decode_checks_still_apply():
         code.decode(np.zeros((3, 3)), [0, 1])
     with pytest.raises(ValueError, match="X has 3 rows but the code encodes K = 4"):
         code.encode(np.zeros((3, 2)))
+
+
+def test_decoder_plan_is_the_map_decode_applies(rng):
+    code = letcc.LeTCC(4, 6, systematic=True, output_space="linear")
+    Y = rng.standard_normal((6, 7))
+    avail = np.array([1, 2, 3, 4, 5])                  # input 0's worker missing
+    A = code.decoder_plan(avail).matrix()
+    assert A.shape == (4, 5)
+    np.testing.assert_array_equal(A[1:], np.eye(5)[[1, 2, 4]])   # workers 2, 3, 5: inputs 1, 2, 3
+    np.testing.assert_allclose(A @ Y[avail], code.decode(Y[avail], avail), rtol=1e-12, atol=1e-12)
+    bacc = letcc.BACC(4, 6, systematic=True)
+    np.testing.assert_allclose(bacc.decoder_matrix(avail) @ Y[avail], bacc.decode(Y[avail], avail),
+                               rtol=1e-12, atol=1e-12)
+    assert repr(code).endswith("systematic=True)") and repr(bacc) == "BACC(K=4, N=6, systematic=True)"

@@ -220,4 +220,5 @@ class BACC(Code):
 
     def __repr__(self) -> str:
         adv = f", adversaries={self.adversaries}" if self.adversaries else ""
-        return f"BACC(K={self.K}, N={self.N}{adv})"
+        sys_ = ", systematic=True" if self._layout is not None else ""
+        return f"BACC(K={self.K}, N={self.N}{adv}{sys_})"

@@ -96,8 +96,8 @@ LOG_C0 = 1e-5
 # decoder, the same lam meaning): a lam that leaves a fit the parity answers
 # determine alone (the penalty ~1e-9 / h^3 beside O(1) normal equations) and
 # chooses the smoothest curve where they do not. The measured optimum was lam
-# -> 0 (bench/results/systematic_accuracy.md: at K = 8 lam = 1e-6 / h^3
-# already cost 1-12 points of degraded-mode accuracy, 1e-5 / h^3 up to 30).
+# -> 0 (bench/results/systematic_accuracy.md, LeNet-5: lam = 0, 1e-9 and 1e-6
+# tie; 1e-4 costs up to 4 points of degraded-mode accuracy, 1e-2 up to 55).
 SYSTEMATIC_LAM = 1e-9
 # The global rule's (the default before the local one), fitted the same way:
 # each model alone picked c = 5.6e-4 (LeNet-5: 5.6e-4 and 1e-3 tie) and a = 8.

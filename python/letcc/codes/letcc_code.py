@@ -287,7 +287,10 @@ class LeTCC(Code):
         """The linear map decode() applies for this set (columns in ascending
         worker order; in log space it maps the log outputs): a
         SplineSmoother, or a DenseOperator when the policy gave one lam per
-        alpha_k. Y is needed only when lam is chosen by GCV. `output_space`
+        alpha_k (systematic=True: a (K, len(available)) DenseOperator, the
+        answered inputs' unit rows and the pinned decoder's rows; decode()
+        copies the answers instead of applying unit rows). Y is needed only
+        when lam is chosen by GCV. `output_space`
         ('linear' or 'log'): that space's map; default the code's space, and
         for output_space='auto' the space decode(Y, available) would use
         ('linear' without Y)."""
@@ -304,6 +307,8 @@ class LeTCC(Code):
                 Y = log_or_none(Y, strict=True)
             order = np.argsort(avail, kind="stable")
             Y = take_rows(Y, order)
+        if self._layout is not None:      # systematic: unit rows for the answered inputs, the pinned decoder's
+            return _sys.full_pinned_operator(self, sorted_idx, space == "log")
         return (self._plan_log if space == "log" else self._plan)(sorted_idx, Y)
 
     def _plan_log(self, sorted_idx: np.ndarray, Y_sorted):
@@ -493,4 +498,6 @@ class LeTCC(Code):
     def __repr__(self) -> str:
         adv = f", adversaries={self.adversaries}" if self.adversaries else ""
         space = f", output_space={self.output_space!r}" if self.output_space != "auto" else ""
-        return f"LeTCC(K={self.K}, N={self.N}, lam_enc={self.lam_enc!r}, lam_dec={self.lam_dec!r}{adv}{space})"
+        sys_ = ", systematic=True" if self._layout is not None else ""
+        return (f"LeTCC(K={self.K}, N={self.N}, lam_enc={self.lam_enc!r}, lam_dec={self.lam_dec!r}"
+                f"{adv}{space}{sys_})")
