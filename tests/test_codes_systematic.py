@@ -386,3 +386,25 @@ def test_decoder_plan_is_the_map_decode_applies(rng):
     np.testing.assert_allclose(bacc.decoder_matrix(avail) @ Y[avail], bacc.decode(Y[avail], avail),
                                rtol=1e-12, atol=1e-12)
     assert repr(code).endswith("systematic=True)") and repr(bacc) == "BACC(K=4, N=6, systematic=True)"
+
+
+def test_a_policys_lams_are_used_row_by_row(rng):
+    from letcc.codes.lam_defaults import LocalGapLam, local_gap_lams
+
+    policy = LocalGapLam(1e-2)
+    code = letcc.LeTCC(8, 12, systematic=True, lam_dec=policy)
+    assert code.lam_enc == 0.0
+    Y = rng.standard_normal((12, 4))
+    for k in (0, 3, 7):
+        avail = np.delete(np.arange(12), code.systematic_workers[k])
+        est = code.decode(Y[avail], avail)
+        lams = local_gap_lams(code.beta[avail], code.alpha, policy.c_dec, policy.end_factor)
+        np.testing.assert_allclose(code.last_lam_dec, lams)
+        ref = _pinned_reference(code, Y[avail], avail, lams[k])
+        np.testing.assert_allclose(est[k], ref[k], rtol=1e-8, atol=1e-9)
+
+
+def test_a_policy_answering_gcv_is_refused(rng):
+    code = letcc.LeTCC(4, 6, systematic=True, lam_dec=lambda b, N, K: None)
+    with pytest.raises(ValueError, match=r"returned None \(GCV from the outputs\)"):
+        code.decode(rng.standard_normal((5, 3)), [1, 2, 3, 4, 5])

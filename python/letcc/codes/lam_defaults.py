@@ -97,7 +97,8 @@ LOG_C0 = 1e-5
 # determine alone (the penalty ~1e-9 / h^3 beside O(1) normal equations) and
 # chooses the smoothest curve where they do not. The measured optimum was lam
 # -> 0 (bench/results/systematic_accuracy.md, LeNet-5: lam = 0, 1e-9 and 1e-6
-# tie; 1e-4 costs up to 4 points of degraded-mode accuracy, 1e-2 up to 55).
+# tie; 1e-4 costs up to 28 points of degraded-mode accuracy at K = 12, 1e-2
+# falls to about chance).
 SYSTEMATIC_LAM = 1e-9
 # The global rule's (the default before the local one), fitted the same way:
 # each model alone picked c = 5.6e-4 (LeNet-5: 5.6e-4 and 1e-3 tie) and a = 8.

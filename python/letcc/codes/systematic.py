@@ -41,12 +41,12 @@ softmax removes). The default lam is SYSTEMATIC_LAM, small enough to leave a
 determined fit alone and only choose the smoothest curve where the answers
 leave it undetermined (more inputs missing than parity answers to replace
 them). Measured with one systematic answer missing (LeNet-5 and three
-held-out classifiers, K = 4 and 8): the smoothing spline through the
+held-out classifiers, K = 2 to 12): the smoothing spline through the
 answering nodes (the non-systematic decoder) was 0-13 points of
-degraded-mode accuracy worse at N/K <= 1.5, within -2.5 to +1.9 points at
-N/K = 2, and up to 53 points worse on logistic regression (which the pinned
-decoder decodes exactly); the linear space was worse in 28 of 32 cells (by
-up to 60 points) and 0.6-3.2 points better at K = 2, N = 4.
+degraded-mode accuracy worse at N/K <= 1.5, 1.8-6.3 at N/K = 1.75, within
+-2.5 to +1.9 points at N/K = 2, and up to 53 points worse on logistic
+regression (which the pinned decoder decodes exactly); the linear space was
+worse in 40 of 44 cells (by up to 63 points).
 """
 from __future__ import annotations
 
@@ -230,7 +230,11 @@ def _pinned_lam(code, beta_av: np.ndarray, log: bool):
     kind, value = code._log_rule if log else (code._lam_dec_kind, code._lam_dec_value)
     if kind == "local_gap":
         return local_gap_lams(beta_av, code.alpha, *value)
-    return code._lam_dec_for(beta_av, log)
+    lam = code._lam_dec_for(beta_av, log)
+    if lam is None:
+        raise ValueError(f"the lam_dec policy {code.lam_dec!r} returned None (GCV from the outputs), which "
+                         "systematic=True has not: return a lam >= 0 or one per alpha_k")
+    return lam
 
 
 def pinned_operator(code, sorted_idx: np.ndarray, log: bool):
