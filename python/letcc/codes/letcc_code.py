@@ -234,10 +234,10 @@ class LeTCC(Code):
         (len(rows), ...) in that order, the encoder spline at beta[rows] (a
         plan per set of rows, cached like the decoders)."""
         X = self._inputs(X)
-        if self._layout is not None:
-            return self._layout.put_inputs(X, self.encoder(X, out) if rows is None
-                                           else self.encoder_for(rows)(X, out), None if rows is None
-                                           else self._rows(rows))
+        if self._layout is not None:      # the spline's values, then the systematic rows as copies of X's
+            idx = None if rows is None else self._rows(rows)
+            coded = self.encoder(X, out) if idx is None else self.encoder_for(idx)(X, out)
+            return self._layout.put_inputs(X, coded, idx)
         if rows is None:
             return self.encoder(X, out)
         return self.encoder_for(rows)(X, out)
