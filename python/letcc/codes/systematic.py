@@ -55,6 +55,7 @@ from typing import Callable, Tuple
 import numpy as np
 
 from letcc.codes._arrays import put_rows, take_rows
+from letcc.codes._plan_cache import PlanCache
 from letcc.codes.lam_defaults import SYSTEMATIC_LAM, local_gap_lams
 from letcc.codes.output_space import log_or_none, softmax_
 from letcc.nodes import chebyshev_second_kind
@@ -121,6 +122,8 @@ class SystematicLayout:
         self._input_of[pos] = np.arange(alpha.shape[0])
         self.parity = np.flatnonzero(self._input_of < 0)
         self.K = alpha.shape[0]
+        # split() per answering list (order included): a server sees the same few again and again
+        self._splits = PlanCache(256)
 
     @classmethod
     def build(cls, K: int, N: int, alpha: np.ndarray, beta) -> Tuple["SystematicLayout", np.ndarray]:
@@ -150,11 +153,22 @@ class SystematicLayout:
         """(src, missing): src (K,) the position in `avail` of each input's
         systematic answer (-1 where it did not answer), missing the inputs
         without one (int64, ascending)."""
+        return self._split(avail)[:2]
+
+    def _split(self, avail: np.ndarray):
+        """(src, missing, gather), cached: gather are the rows decode() takes
+        from Y (the answers, the first one as the missing inputs' placeholder)."""
+        return self._splits.get(avail.tobytes(), lambda: self._build_split(avail))
+
+    def _build_split(self, avail: np.ndarray):
         src = np.full(self.K, -1, dtype=np.int64)
         inputs = self._input_of[avail]
         answered = inputs >= 0
         src[inputs[answered]] = np.flatnonzero(answered)
-        return src, np.flatnonzero(src < 0)
+        missing = np.flatnonzero(src < 0)
+        # handed out again from the cache, and only read (left writable: torch
+        # warns on indexing with a read-only numpy array)
+        return src, missing, np.where(src < 0, 0, src)
 
     def decode(self, Y, avail: np.ndarray, estimate: Callable):
         """(est, estimated): est (K, ...) with row k a copy of Y's row of
@@ -162,11 +176,10 @@ class SystematicLayout:
         ``estimate(missing)`` (the missing inputs, ascending -> their
         (len(missing), ...) estimates, Y's kind and dtype); estimated says
         whether any row was estimated."""
-        src, missing = self.split(avail)
+        src, missing, gather = self._split(avail)
         if missing.size == 0:
             return take_rows(Y, src), False
-        # the missing rows take the first answer as a placeholder, replaced below
-        est = take_rows(Y, np.where(src < 0, 0, src))
+        est = take_rows(Y, gather)           # the missing rows' placeholders are replaced below
         put_rows(est, missing, estimate(missing))
         return est, True
 
