@@ -6,6 +6,10 @@ can_decode(available), is_complete(available) (see letcc.codes._base).
 - LeTCC: smoothing-spline encoder and decoder (the scheme of the paper);
 - BACC: Berrut rational interpolation (the baseline of the paper);
 - Uncoded, Replication: no coding, for comparison.
+
+LeTCC and BACC take ``systematic=True`` (letcc.codes.systematic): K workers
+compute the inputs themselves, exactly, and only a missing one is estimated;
+``code.systematic_workers`` names them (None for every other code).
 """
 from letcc.codes._base import Code, check_code
 from letcc.codes.bacc import BACC, berrut_matrix

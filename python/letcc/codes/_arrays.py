@@ -15,7 +15,7 @@ import numpy as np
 
 from letcc.splines._arrays import is_gpu_array, is_torch_tensor
 
-__all__ = ["is_gpu_array", "is_torch_tensor", "as_array", "take_rows", "to_host_2d"]
+__all__ = ["is_gpu_array", "is_torch_tensor", "as_array", "take_rows", "put_rows", "to_host_2d"]
 
 
 def _is_cupy(obj: Any) -> bool:
@@ -79,6 +79,25 @@ def take_rows(arr, idx: np.ndarray, out=None):
 
         return arr[cupy.asarray(idx)]
     return arr[idx]
+
+
+def put_rows(dst, idx: np.ndarray, src):
+    """dst[idx] = src along the first axis, in place with dst's own indexing
+    (stays on its device; src converted to dst's dtype); returns dst."""
+    if is_torch_tensor(dst):
+        import torch
+
+        if not is_torch_tensor(src):
+            src = torch.as_tensor(np.asarray(src))
+        dst[torch.as_tensor(idx, dtype=torch.int64, device=dst.device)] = src.to(device=dst.device, dtype=dst.dtype)
+        return dst
+    if _is_cupy(dst):
+        import cupy
+
+        dst[cupy.asarray(idx)] = cupy.asarray(src, dtype=dst.dtype)
+        return dst
+    dst[idx] = src
+    return dst
 
 
 def to_host_2d(Y) -> np.ndarray:

@@ -30,6 +30,18 @@
                               an estimate (Uncoded, Replication); False for the codes
                               that estimate (LeTCC, BACC): a server flags their
                               decoded answers approximate
+    code.systematic_workers   None, or (systematic codes: LeTCC / BACC with
+                              systematic=True) the tuple of the K workers whose
+                              coded inputs are the inputs themselves, in input
+                              order: worker systematic_workers[k] computes f(x_k),
+                              encode(X)[systematic_workers[k]] equals X[k] bit for
+                              bit, and decode() returns its answer bit for bit as
+                              estimate k whenever it answered (the others are
+                              estimated). None for every other code, the
+                              baselines included (Uncoded and Replication run
+                              the inputs unchanged, but their decode needs a copy
+                              of every input and never estimates one), so a
+                              caller reads it directly
 
 `available` holds worker indices 0..N-1 in any order (e.g. arrival order); row
 i of Y is the output of worker available[i].
@@ -82,6 +94,7 @@ class Code(ABC):
     linear_in_outputs: bool = True
     decodes_exactly: bool = False
     adversaries: int = 0
+    systematic_workers: tuple | None = None
 
     @abstractmethod
     def encode(self, X: Array, out: Array | None = None, rows: Indices | None = None) -> Array:

@@ -24,6 +24,7 @@ from letcc._typing import Array, ArrayLike, Indices
 from letcc.codes._base import Code, as_count
 from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._plan_cache import PlanCache
+from letcc.codes import systematic as _sys
 from letcc.codes.robust import bw_locate, bw_needed, check_adversaries, check_valid, invalid_rows
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator
@@ -80,19 +81,43 @@ class BACC(Code):
         minus their number more among the rest (fewer when the answers left
         cannot locate that many: BW needs 2K + 2E' - 1 of them).
 
+    systematic : bool, default False
+        True: the baseline of LeTCC(..., systematic=True). K of the N workers
+        sit on the inputs' nodes alpha (Berrut's interpolant passes through
+        its nodes, so their coded inputs are the inputs; encode() copies them
+        bit for bit), the other N - K at the same parity nodes as LeTCC's
+        (letcc.codes.systematic.parity_nodes; ``beta``, when given, must hold
+        every alpha_k). ``systematic_workers[k]`` is the worker computing
+        f(x_k). decode() returns those workers' answers bit for bit where
+        they answered and, for the other inputs, Berrut's interpolant through
+        every answer (in the linear space) at their alpha_k.
+        ``is_complete`` holds once every systematic worker answered. Needs
+        N >= K + 1; not combined with adversaries > 0.
+
     With adversaries=0, decodes from any non-empty set of workers (one worker
-    gives a constant).
+    gives a constant). ``systematic_workers``: the K systematic workers'
+    indices (a tuple in alpha's order), None unless systematic=True.
     """
 
     def __init__(self, K: int, N: int, alpha: ArrayLike | None = None, beta: ArrayLike | None = None,
-                 plan_cache_size: int = 128, adversaries: int = 0, valid: Any = None) -> None:
+                 plan_cache_size: int = 128, adversaries: int = 0, valid: Any = None,
+                 systematic: bool = False) -> None:
         self.K = as_count(K, "K")
         self.N = as_count(N, "N")
+        systematic = _sys.check_systematic(systematic, self.K, self.N)
+        if systematic and adversaries != 0:
+            raise ValueError(f"systematic=True is not combined with adversaries={adversaries!r}")
         self.adversaries = check_adversaries(adversaries, self.N, (self.N - 2 * self.K + 1) // 2,
                                              f"Berlekamp-Welch needs N >= 2K + 2E - 1 = {2 * self.K - 1} + 2E")
         self.valid = check_valid(valid)
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
-        self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
+        self._layout = None
+        if systematic:
+            given = None if beta is None else as_nodes(beta, self.N, "beta")
+            self._layout, self.beta = _sys.SystematicLayout.build(self.K, self.N, self.alpha, given)
+        else:
+            self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
+        self.systematic_workers = None if self._layout is None else self._layout.workers
         self.encoder_matrix = berrut_matrix(self.alpha, self.beta)  # (N, K), fixed
         self.encoder = DenseOperator(self.encoder_matrix)
         self._decoders = PlanCache(plan_cache_size)
@@ -102,11 +127,16 @@ class BACC(Code):
         """X (K, ...) -> (N, ...) coded inputs; written into `out` when given.
         With `rows` (worker indices): only those workers' coded inputs, in that
         order (the encoder matrix's rows, an operator cached per rows)."""
+        X = self._inputs(X)
         if rows is None:
-            return self.encoder(self._inputs(X), out)
-        idx = self._rows(rows)
-        op = self._row_encoders.get(idx.tobytes(), lambda: DenseOperator(self.encoder_matrix[idx]))
-        return op(self._inputs(X), out)
+            coded = self.encoder(X, out)
+        else:
+            idx = self._rows(rows)
+            op = self._row_encoders.get(idx.tobytes(), lambda: DenseOperator(self.encoder_matrix[idx]))
+            coded = op(X, out)
+        if self._layout is not None:      # the systematic rows as copies (a GEMM's 1 * x + 0 * y is not x for -0.0)
+            return self._layout.put_inputs(X, coded, None if rows is None else idx)
+        return coded
 
     def decoder_matrix(self, available) -> np.ndarray:
         """The (K, len(available)) float64 operator decode() applies: column i
@@ -138,6 +168,9 @@ class BACC(Code):
         avail = self._available(available)
         Y = self._outputs(Y, avail)
         flagged = np.zeros(0, dtype=np.int64)
+        if self._layout is not None:
+            est = _sys.decode_bacc(self, Y, avail)
+            return (est, flagged) if return_flagged else est
         if self.adversaries:
             need = bw_needed(self.K, self.adversaries)
             if avail.size < need:
@@ -175,11 +208,17 @@ class BACC(Code):
     def linear_in_outputs(self) -> bool:
         return not self.adversaries          # the locator looks at the outputs
 
-    complete_needs_every_worker = True      # every answer changes the estimate
+    @property
+    def complete_needs_every_worker(self) -> bool:
+        return self._layout is None      # systematic: complete once the K systematic workers answered
 
     def is_complete(self, available) -> bool:
-        return self._available(available, allow_empty=True).size == self.N
+        avail = self._available(available, allow_empty=True)
+        if self._layout is not None:
+            return self._layout.split(avail)[1].size == 0
+        return avail.size == self.N
 
     def __repr__(self) -> str:
         adv = f", adversaries={self.adversaries}" if self.adversaries else ""
-        return f"BACC(K={self.K}, N={self.N}{adv})"
+        sys_ = ", systematic=True" if self._layout is not None else ""
+        return f"BACC(K={self.K}, N={self.N}{adv}{sys_})"

@@ -74,7 +74,7 @@ import numpy as np
 from letcc import _core
 from letcc.splines._validation import as_lam
 
-__all__ = ["LOCAL_C0", "LOCAL_END_FACTOR", "LOG_C0", "LOG_POLICY", "GLOBAL_C0", "GLOBAL_END_FACTOR", "gap_and_end",
+__all__ = ["LOCAL_C0", "LOCAL_END_FACTOR", "LOG_C0", "LOG_POLICY", "SYSTEMATIC_LAM", "GLOBAL_C0", "GLOBAL_END_FACTOR", "gap_and_end",
            "effective_gap", "local_gaps", "local_gap_lams", "global_gap_lam", "local_gap_rows",
            "LocalGapLam", "GapScaledLam", "GapTableLam", "DEFAULT_POLICY", "resolve_lam_enc",
            "resolve_lam_dec"]
@@ -92,6 +92,14 @@ LOCAL_END_FACTOR = 16.0
 # +5.7 points) and larger c lost both (5.6e-4: 67.6%, +4.8; 5.6e-3: 54.9%,
 # +2.6). A small c keeps the rule's growth with the gaps.
 LOG_C0 = 1e-5
+# lam_dec='auto' of a systematic LeTCC (letcc.codes.systematic's pinned
+# decoder, the same lam meaning): a lam that leaves a fit the parity answers
+# determine alone (the penalty ~1e-9 / h^3 beside O(1) normal equations) and
+# chooses the smoothest curve where they do not. The measured optimum was lam
+# -> 0 (bench/results/systematic_accuracy.md, LeNet-5: lam = 0, 1e-9 and 1e-6
+# tie; 1e-4 costs up to 28 points of degraded-mode accuracy at K = 12, 1e-2
+# falls to about chance).
+SYSTEMATIC_LAM = 1e-9
 # The global rule's (the default before the local one), fitted the same way:
 # each model alone picked c = 5.6e-4 (LeNet-5: 5.6e-4 and 1e-3 tie) and a = 8.
 GLOBAL_C0 = 5.6e-4

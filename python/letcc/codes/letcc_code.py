@@ -26,6 +26,7 @@ from letcc.codes.robust import (DetectionSplines, check_adversaries, check_valid
 from letcc.codes.lam_defaults import local_gap_rows, resolve_lam_dec, resolve_lam_enc
 from letcc import _core
 from letcc.codes.output_space import LOG_FLOOR, PROB_SUM_TOL, as_output_space, from_log, log_or_none, to_log
+from letcc.codes import systematic as _sys
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv, smoother_rows
 from letcc.splines._validation import as_lam
@@ -147,17 +148,36 @@ class LeTCC(Code):
         1-2 us per decode at 10 classes; more at 1000 classes, see the
         README); the encoder is the same in every space. With adversaries
         > 0, 'log' runs the adversary detection on the log outputs.
+    systematic : bool, default False
+        True: K of the N workers are the inputs' own nodes (their coded
+        inputs are the inputs, copied bit for bit), the other N - K are
+        parity workers between them (letcc.codes.systematic.parity_nodes;
+        ``beta``, when given, must hold every alpha_k), and lam_enc is 0 (the
+        encoder interpolates; another lam_enc is a ValueError).
+        ``systematic_workers[k]`` is the worker computing f(x_k). decode()
+        returns those workers' answers bit for bit where they answered and
+        estimates only the inputs whose systematic worker did not, with the
+        pinned decoder (letcc.codes.systematic.pinned_decoder_rows: the
+        encoder's spline through the exact answers, fitted to the parity
+        answers) in the space ``output_space`` chooses; lam_dec='auto' is
+        its small lam SYSTEMATIC_LAM, a number or a policy (its lam_k for
+        input k) sets it, GCV is not available. ``is_complete`` holds once
+        every systematic worker answered. Needs N >= K + 1; not combined with
+        adversaries > 0.
 
     Attributes ``lam_enc`` (the float in use), ``lam_dec`` (as given),
     ``last_lam_dec`` (the lam the latest decode used: a float, or a (K,)
     float64 array when the policy chose one lam per alpha_k) and
     ``last_output_space`` ('linear' or 'log': the space the latest decode
-    worked in; None before the first).
+    worked in; None before the first, and after a systematic decode that
+    estimated nothing) and ``systematic_workers`` (the K systematic workers'
+    indices, a tuple in alpha's order; None unless systematic=True).
     """
 
     def __init__(self, K: int, N: int, lam_enc: Any = "auto", lam_dec: Any = "auto", alpha: ArrayLike | None = None,
                  beta: ArrayLike | None = None, plan_cache_size: int = 128, adversaries: int = 0,
-                 flag_threshold: float | None = None, output_space: str = "auto", valid: Any = None) -> None:
+                 flag_threshold: float | None = None, output_space: str = "auto", valid: Any = None,
+                 systematic: bool = False) -> None:
         self.K = as_count(K, "K")
         self.output_space = as_output_space(output_space)
         self._log = self.output_space == "log"
@@ -170,7 +190,16 @@ class LeTCC(Code):
         if self._log and self.adversaries and self.valid is None:
             self.valid = "simplex"      # the log space takes probabilities: anything else is wrong
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
-        self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
+        self._layout = None
+        if _sys.check_systematic(systematic, self.K, self.N):
+            self._check_systematic_args(lam_enc, lam_dec)
+            given = None if beta is None else as_nodes(beta, self.N, "beta")
+            self._layout, self.beta = _sys.SystematicLayout.build(self.K, self.N, self.alpha, given)
+            lam_enc = 0.0
+        else:
+            self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
+        self.systematic_workers = None if self._layout is None else self._layout.workers
+        self._sys_E = self._sys_omega = None      # the pinned decoder's matrices, built on first use
         self._knots = detection_knots(self.beta)       # the spline locator's knots, one per worker
         # the lam rule of each space ('auto' may use both); the kind is the
         # same in both (only lam_dec='auto' differs: LOG_POLICY in log space)
@@ -204,9 +233,14 @@ class LeTCC(Code):
         With `rows` (worker indices): only those workers' coded inputs,
         (len(rows), ...) in that order, the encoder spline at beta[rows] (a
         plan per set of rows, cached like the decoders)."""
+        X = self._inputs(X)
+        if self._layout is not None:      # the spline's values, then the systematic rows as copies of X's
+            idx = None if rows is None else self._rows(rows)
+            coded = self.encoder(X, out) if idx is None else self.encoder_for(idx)(X, out)
+            return self._layout.put_inputs(X, coded, idx)
         if rows is None:
-            return self.encoder(self._inputs(X), out)
-        return self.encoder_for(rows)(self._inputs(X), out)
+            return self.encoder(X, out)
+        return self.encoder_for(rows)(X, out)
 
     def encoder_for(self, rows) -> SplineSmoother:
         """The encoder plan evaluated at beta[rows] only (cached per rows)."""
@@ -253,7 +287,10 @@ class LeTCC(Code):
         """The linear map decode() applies for this set (columns in ascending
         worker order; in log space it maps the log outputs): a
         SplineSmoother, or a DenseOperator when the policy gave one lam per
-        alpha_k. Y is needed only when lam is chosen by GCV. `output_space`
+        alpha_k (systematic=True: a (K, len(available)) DenseOperator, the
+        answered inputs' unit rows and the pinned decoder's rows; decode()
+        copies the answers instead of applying unit rows). Y is needed only
+        when lam is chosen by GCV. `output_space`
         ('linear' or 'log'): that space's map; default the code's space, and
         for output_space='auto' the space decode(Y, available) would use
         ('linear' without Y)."""
@@ -270,6 +307,8 @@ class LeTCC(Code):
                 Y = log_or_none(Y, strict=True)
             order = np.argsort(avail, kind="stable")
             Y = take_rows(Y, order)
+        if self._layout is not None:      # systematic: unit rows for the answered inputs, the pinned decoder's
+            return _sys.full_pinned_operator(self, sorted_idx, space == "log")
         return (self._plan_log if space == "log" else self._plan)(sorted_idx, Y)
 
     def _plan_log(self, sorted_idx: np.ndarray, Y_sorted):
@@ -326,6 +365,9 @@ class LeTCC(Code):
         adversaries=0). The space it decodes in: ``last_output_space``."""
         avail = self._available(available)
         Y = self._outputs(Y, avail)
+        if self._layout is not None:
+            est = _sys.decode_letcc(self, Y, avail)
+            return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
         if self.adversaries:
             return self._decode_robust(avail, Y, return_flagged)
         space = self._space
@@ -420,7 +462,11 @@ class LeTCC(Code):
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0
 
-    complete_needs_every_worker = True      # every answer changes the estimate
+    @property
+    def complete_needs_every_worker(self) -> bool:
+        # every answer changes a non-systematic estimate; a systematic one is
+        # exact once the K systematic workers answered
+        return self._layout is None
 
     @property
     def linear_in_outputs(self) -> bool:
@@ -433,9 +479,25 @@ class LeTCC(Code):
         return self._lam_dec_kind in ("fixed", "local_gap") and not self.adversaries and self._space == "linear"
 
     def is_complete(self, available) -> bool:
-        return self._available(available, allow_empty=True).size == self.N
+        avail = self._available(available, allow_empty=True)
+        if self._layout is not None:
+            return self._layout.split(avail)[1].size == 0   # every estimate exact
+        return avail.size == self.N
+
+    def _check_systematic_args(self, lam_enc, lam_dec) -> None:
+        if self.adversaries:
+            raise ValueError(f"systematic=True is not combined with adversaries={self.adversaries}")
+        if not (isinstance(lam_enc, str) and lam_enc == "auto") and resolve_lam_enc(lam_enc, lam_dec, self.K,
+                                                                                   self.N) != 0.0:
+            raise ValueError(f"systematic=True needs lam_enc = 0 (the encoder interpolates the inputs), "
+                             f"got lam_enc={lam_enc!r}")
+        if lam_dec is None or (isinstance(lam_dec, str) and lam_dec == "gcv"):
+            raise ValueError(f"systematic=True has no GCV decoder: pass lam_dec='auto', a number or a "
+                             f"policy, got lam_dec={lam_dec!r}")
 
     def __repr__(self) -> str:
         adv = f", adversaries={self.adversaries}" if self.adversaries else ""
         space = f", output_space={self.output_space!r}" if self.output_space != "auto" else ""
-        return f"LeTCC(K={self.K}, N={self.N}, lam_enc={self.lam_enc!r}, lam_dec={self.lam_dec!r}{adv}{space})"
+        sys_ = ", systematic=True" if self._layout is not None else ""
+        return (f"LeTCC(K={self.K}, N={self.N}, lam_enc={self.lam_enc!r}, lam_dec={self.lam_dec!r}"
+                f"{adv}{space}{sys_})")
