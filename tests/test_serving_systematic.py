@@ -154,7 +154,7 @@ def test_systematic_serving_on_real_workers_replaces_a_dead_systematic_worker(tm
     K, N = 2, 4
     code = letcc.LeTCC(K, N, systematic=True)
     w = code.systematic_workers[0]
-    with CodedServer(functools.partial(scripted, str(script)), code, threads_per_worker=1, wait_for=N - 1,
+    with CodedServer(functools.partial(scripted, str(script)), code, threads_per_worker=1, wait_for=N,
                      max_groups=1, max_batch_delay=1e6) as s:
         X = rng.random((K, D))
         first = [f.result(WAIT) for f in [s.submit(x, info=True) for x in X]]

@@ -66,7 +66,8 @@ PERMUTE_MIN_ROW_ITEMS = 256
 
 
 # The members a runtime or server reads (the interface above); check_code names the missing one.
-CODE_MEMBERS = ("K", "N", "adversaries", "encode", "decode", "can_decode", "is_complete")
+CODE_MEMBERS = ("K", "N", "adversaries", "systematic_workers", "decodes_exactly", "encode", "decode", "can_decode",
+                "is_complete")
 
 
 def check_code(code) -> None:

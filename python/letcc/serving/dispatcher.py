@@ -114,7 +114,7 @@ class Dispatcher:
         self.ctx = Context(self.pool, engine, self.inbox, self.requests, Ring(self.backend, slots, max_groups),
                            stats)
         coded = dict(draw=draw_delays, count=count, rng=rng, max_batch_delay=max_batch_delay, max_groups=max_groups)
-        if mode == "coded" and getattr(scheme, "systematic_workers", None) is not None:
+        if mode == "coded" and scheme.systematic_workers is not None:
             self.mode: Mode = SystematicRounds(self.ctx, fallback=FallbackRule(fallback_after), **coded)
         elif mode == "coded":
             self.mode = CodedRounds(self.ctx, **coded)
