@@ -16,7 +16,7 @@ import pytest
 
 import letcc
 from letcc.serving import CodedServer, Hedged, RequestInfo
-from letcc.serving.systematic import FallbackRule
+from letcc.serving.systematic import AfterRule
 from test_runtime_faults import D, scripted, touch
 from test_serving import wait_until
 from test_serving_scripted import WAIT, ScriptedBackend, f_ref, scripted_backend  # noqa: F401 (fixture)
@@ -191,9 +191,51 @@ def test_bad_systematic_serving_arguments_are_clear_errors(scripted_backend):
 
 
 def test_fallback_rule_percentile_of_recent_answer_times():
-    rule = FallbackRule("p50", min_samples=20)
+    rule = AfterRule("p50", min_samples=20)
     assert rule.given and rule.after() == float("inf")          # not enough samples yet
     for t in np.linspace(0.01, 0.20, 20):
         rule.observe(float(t))
     assert rule.after() == pytest.approx(np.percentile(np.linspace(0.01, 0.20, 20), 50))
-    assert FallbackRule(0.25).after() == 0.25 and not FallbackRule(None).given
+    assert AfterRule(0.25).after() == 0.25 and not AfterRule(None).given
+
+
+@pytest.mark.parametrize("first", ["copy", "original"])
+def test_a_late_systematic_task_is_hedged_on_an_idle_worker_and_the_first_answer_wins(scripted_backend, rng,
+                                                                                      first):
+    K, N = 4, 6
+    code = letcc.LeTCC(K, N, systematic=True)
+    X = rng.random((K, D))
+    late = code.systematic_workers[1]
+    # no fallback within the test, every worker counted: only the hedge or the original can answer input 1
+    with CodedServer(lambda: None, code, wait_for=N, fallback_after=1e6, hedge_after=0.01, max_batch_delay=1e6,
+                     hang_timeout=1e6) as s:
+        be = ScriptedBackend.last
+        futs = [s.submit(x, info=True) for x in X]
+        r = started_round(be)
+        for j in range(N):
+            if j != late:
+                be.answer(j, r)
+        r2 = started_round(be, 2)                    # the second copy, once the hedge time passed
+        _, copy_workers, b, ring, _ = be.submitted[1]
+        assert len(copy_workers) == 1 and copy_workers[0] != late and ring == 1 and b == 1
+        if first == "copy":
+            be.answer(copy_workers[0], r2)
+            y, info = futs[1].result(WAIT)
+            assert info.answered == (copy_workers[0],) and info.round_id == r2
+            be.wait_for(lambda: any(late in w for w, _ in be.cancelled), "the original cancelled")
+        else:
+            be.answer(late, r)
+            y, info = futs[1].result(WAIT)
+            assert info.answered == (late,) and info.round_id == r
+            be.wait_for(lambda: any(w == copy_workers and k == 1 for w, k in be.cancelled), "the copy cancelled")
+        assert not info.approximate
+        np.testing.assert_array_equal(y, f_ref(X[1:2])[0])
+        st = s.stats()
+    assert st["hedges"] == 1 and st["approximate"] == 0 and st["completed"] == K
+
+
+def test_hedge_after_needs_a_systematic_code(scripted_backend):
+    with pytest.raises(ValueError, match=r"hedge_after='p90' needs a systematic code"):
+        CodedServer(lambda: None, letcc.BACC(2, 4), hedge_after="p90")
+    with pytest.raises(ValueError, match=r"hedge_after must be seconds, 'pNN'"):
+        CodedServer(lambda: None, letcc.BACC(2, 4, systematic=True), hedge_after="90")

@@ -36,7 +36,7 @@ from letcc.serving.coded_rounds import CodedRounds
 from letcc.serving.inbox import Inbox
 from letcc.serving.requests import RequestQueue
 from letcc.serving.ring import Ring
-from letcc.serving.systematic import FallbackRule, SystematicRounds
+from letcc.serving.systematic import AfterRule, SystematicRounds
 
 __all__ = ["Dispatcher", "Mode", "Context"]
 
@@ -92,9 +92,11 @@ class Dispatcher:
 
     def __init__(self, model_factory, scheme, mode: str, *, backend, devices, threads_per_worker, start_method,
                  chunk_rows, ray_options, draw_delays, count, max_batch_delay, max_groups, rounds_in_flight,
-                 hang_timeout, startup_timeout, rng, stats, max_queue, fallback_after=None):
+                 hang_timeout, startup_timeout, rng, stats, max_queue, fallback_after=None, hedge_after=None):
         N = int(scheme.N)
         slots = rounds_in_flight if mode == "coded" else N * (rounds_in_flight + 1)
+        hedge = AfterRule(hedge_after, "hedge_after")
+        spare = rounds_in_flight if hedge.given else 0      # systematic hedging: a slot per round
         self.errors: deque = deque(maxlen=100)   # (worker, text), most recent last
 
         def report(errors, j, text):
@@ -103,7 +105,7 @@ class Dispatcher:
 
         self.pool = WorkerPool(N, backend, model_factory, devices, threads_per_worker, start_method=start_method,
                                chunk_rows=chunk_rows, ray_options=ray_options, hang_timeout=hang_timeout,
-                               startup_timeout=startup_timeout, report=report, rounds_in_flight=slots,
+                               startup_timeout=startup_timeout, report=report, rounds_in_flight=slots + spare,
                                owner="CodedServer")
         self.backend = self.pool.backend
         self.inbox = Inbox(max_queue, self.backend.wake)
@@ -111,11 +113,12 @@ class Dispatcher:
         self.requests = RequestQueue(self.inbox, stats)
         # task mode asks the engine for round ids and shape messages only (K and N of Uncoded / Hedged)
         engine = RoundEngine(self.pool, scheme)
-        self.ctx = Context(self.pool, engine, self.inbox, self.requests, Ring(self.backend, slots, max_groups),
+        self.ctx = Context(self.pool, engine, self.inbox, self.requests, Ring(self.backend, slots, max_groups, spare),
                            stats)
         coded = dict(draw=draw_delays, count=count, rng=rng, max_batch_delay=max_batch_delay, max_groups=max_groups)
         if mode == "coded" and scheme.systematic_workers is not None:
-            self.mode: Mode = SystematicRounds(self.ctx, fallback=FallbackRule(fallback_after), **coded)
+            self.mode: Mode = SystematicRounds(self.ctx, fallback=AfterRule(fallback_after), hedge=hedge,
+                                                       **coded)
         elif mode == "coded":
             self.mode = CodedRounds(self.ctx, **coded)
         else:

@@ -100,6 +100,10 @@ class CodedFlight(_Flight):
     requests: list           # Request, position i -> (group i // K, input i % K)
     rnd: object              # letcc.runtime.round.Round
     fallback_at: float = math.inf    # systematic rounds: when the pending requests are decoded
+    hedge_at: float = math.inf       # systematic rounds: when late systematic tasks get a second copy
+    hedge_id: int | None = None      # the second copies' round id (their own ring slot: hedge_ring)
+    hedge_ring: int | None = None
+    hedge: dict = field(default_factory=dict)   # worker running a second copy -> the input it computes
     _deadline: float | None = field(default=None, repr=False)
 
     kind = "coded"
@@ -117,7 +121,7 @@ class CodedFlight(_Flight):
         return self.rnd.t0
 
     def round_ids(self):
-        return (self.rnd.id,)
+        return (self.rnd.id,) if self.hedge_id is None else (self.rnd.id, self.hedge_id)
 
 
 @dataclass(eq=False)

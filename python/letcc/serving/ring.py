@@ -14,9 +14,13 @@ __all__ = ["Ring"]
 
 
 class Ring:
-    def __init__(self, backend, slots: int, max_rows: int):
+    """``slots`` slots for rounds (``free``), and ``spare`` more for second
+    copies (systematic hedging: ``spare_free``), all of the backend's ring."""
+
+    def __init__(self, backend, slots: int, max_rows: int, spare: int = 0):
         self.backend = backend
         self.free: deque = deque(range(slots))
+        self.spare_free: deque = deque(range(slots, slots + spare))
         self.max_rows = max_rows
         self._sized = False
 
@@ -32,3 +36,10 @@ class Ring:
 
     def give(self, k: int) -> None:
         self.free.append(k)
+
+    def take_spare(self):
+        """A spare slot, or None when every one is in use."""
+        return self.spare_free.popleft() if self.spare_free else None
+
+    def give_spare(self, k: int) -> None:
+        self.spare_free.append(k)

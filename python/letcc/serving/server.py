@@ -116,6 +116,11 @@ class CodedServer:
         ``Hedged`` does), and never later than the request's deadline; None (the
         default): the deadline, or when the round's waiting rule (``wait_for``)
         decides. See letcc.serving.systematic.
+    hedge_after : systematic codes only: seconds after dispatch, or ``"pNN"`` (a
+        percentile of recent answer times), after which the systematic task of a
+        request still pending gets a second copy, uncoded, on a worker with
+        nothing on its hands; the first of its answers wins (exact), the
+        fallback decode still comes at the fallback time. None: no hedging.
     hang_timeout, startup_timeout, chunk_rows, threads_per_worker, start_method,
     ray_options : as for ``CodedInference``
     """
@@ -125,7 +130,7 @@ class CodedServer:
                  rounds_in_flight: int | None = None, max_groups: int = 4, wait_for=None, seed=None,
                  hang_timeout: float = 60.0, startup_timeout: float = 120.0, chunk_rows: int | None = None,
                  threads_per_worker: int | None = None, start_method: str | None = None,
-                 ray_options: dict | None = None, fallback_after=None):
+                 ray_options: dict | None = None, fallback_after=None, hedge_after=None):
         if not callable(model_factory):
             raise TypeError(f"model_factory must be a callable that builds the model, got {model_factory!r}")
         if isinstance(code, Hedged):
@@ -158,17 +163,18 @@ class CodedServer:
             hang_timeout=as_real(hang_timeout, "hang_timeout", 0, strict=True, finite=False),
             startup_timeout=as_real(startup_timeout, "startup_timeout", 0, strict=True, finite=False),
             rng=np.random.default_rng(seed), stats=self._stats, max_queue=self.max_queue,
-            fallback_after=self._fallback_after(code, mode, fallback_after))
+            fallback_after=self._systematic_only(code, mode, "fallback_after", fallback_after),
+            hedge_after=self._systematic_only(code, mode, "hedge_after", hedge_after))
         self._inbox = self._d.inbox
         self._thread = threading.Thread(target=self._run, name="letcc-server-dispatcher", daemon=True)
         self._thread.start()
         self._finalizer = weakref.finalize(self, _shutdown, self._d, self._thread)
 
     @staticmethod
-    def _fallback_after(code, mode, value):
+    def _systematic_only(code, mode, name, value):
         if value is not None and (mode != "coded" or code.systematic_workers is None):
-            raise ValueError(f"fallback_after={value!r} needs a systematic code (LeTCC(K, N, systematic=True) "
-                             f"or BACC(K, N, systematic=True)); {code!r} has no exact answers to fall back from")
+            raise ValueError(f"{name}={value!r} needs a systematic code (LeTCC(K, N, systematic=True) "
+                             f"or BACC(K, N, systematic=True)); {code!r} has no systematic workers")
         return value
 
     def _run(self) -> None:

@@ -25,36 +25,38 @@ answer at all, the model raising, shape errors) is CodedRounds'.
 from __future__ import annotations
 
 import math
+import time
 from collections import OrderedDict
+
+import numpy as np
 
 from letcc._checks import as_real
 from letcc.serving.coded_rounds import CodedRounds
 from letcc.serving.hedged import LatencyWindow
 
-__all__ = ["SystematicRounds", "FallbackRule"]
+__all__ = ["SystematicRounds", "AfterRule"]
 
 _KEEP_ENDED = 256       # ended rounds remembered for counting late exact answers
 
 
-class FallbackRule:
-    """When a pending request of a systematic round is decoded instead of
-    waiting longer for its own worker: ``fallback_after`` as given to
-    CodedServer — None (at the request's deadline, or when the round's waiting
-    rule decides), seconds after dispatch (> 0), or "pNN": the NN-th
-    percentile (0-100) of recent systematic answer times (as Hedged's; until
-    ``min_samples`` were seen: the deadline / waiting rule)."""
+class AfterRule:
+    """A time after dispatch, as ``fallback_after`` / ``hedge_after`` are given to
+    CodedServer: None (none), seconds (> 0), or "pNN": the NN-th percentile
+    (0-100) of recent systematic answer times (as Hedged's; inf until
+    ``min_samples`` were seen)."""
 
-    def __init__(self, value, window: int = 1000, min_samples: int = 20):
+    def __init__(self, value, name: str = "fallback_after", window: int = 1000, min_samples: int = 20):
+        self.name = name
         self.seconds = self.percentile = None
         if value is None:
             pass
         elif isinstance(value, str):
             if not (value.startswith("p") and value[1:].replace(".", "", 1).isdigit()):
-                raise ValueError(f"fallback_after must be seconds, 'pNN' (a percentile of recent answer "
+                raise ValueError(f"{name} must be seconds, 'pNN' (a percentile of recent answer "
                                  f"times, e.g. 'p95') or None, got {value!r}")
-            self.percentile = as_real(float(value[1:]), "fallback_after's percentile", 0, 100)
+            self.percentile = as_real(float(value[1:]), f"{name}'s percentile", 0, 100)
         else:
-            self.seconds = as_real(value, "fallback_after", 0, strict=True, finite=False)
+            self.seconds = as_real(value, name, 0, strict=True, finite=False)
         self.window = (LatencyWindow(window, self.percentile, min_samples)
                        if self.percentile is not None else None)
 
@@ -74,16 +76,16 @@ class FallbackRule:
 
     def __repr__(self) -> str:
         what = (f"{self.seconds:g} s" if self.seconds is not None else
-                f"p{self.percentile:g}" if self.percentile is not None else "deadline / waiting rule")
-        return f"FallbackRule({what})"
+                f"p{self.percentile:g}" if self.percentile is not None else "none")
+        return f"AfterRule({self.name}: {what})"
 
 
 class SystematicRounds(CodedRounds):
-    def __init__(self, ctx, *, fallback: FallbackRule, **kwargs):
+    def __init__(self, ctx, *, fallback: AfterRule, hedge: AfterRule, **kwargs):
         super().__init__(ctx, **kwargs)
         self.systematic = tuple(int(w) for w in self.code.systematic_workers)
         self.input_of = {w: k for k, w in enumerate(self.systematic)}
-        self.fallback = fallback
+        self.fallback, self.hedge = fallback, hedge
         # round id -> systematic workers whose requests were decoded (their answer came too late)
         self._decoded: OrderedDict = OrderedDict()
 
@@ -96,25 +98,41 @@ class SystematicRounds(CodedRounds):
 
     def due(self, now: float) -> float:
         t = super().due(now)
-        for fl in self.ctx.flights.values():
+        for fl in self._flights():
             if fl.fallback_at > now:          # a fallback that found nothing to decode is not due again
                 t = min(t, fl.fallback_at)
+            if fl.hedge_id is None and fl.hedge_at > now:
+                t = min(t, fl.hedge_at)
         return t
 
     def on_event(self, fl, ev) -> None:
+        if ev.round == fl.hedge_id:
+            self._hedge_event(fl, ev)
+            return
         super().on_event(fl, ev)
         j = ev.worker
         if ev.kind != "done" or j not in self.input_of or fl.id not in self.ctx.flights:
             return
         self.fallback.observe(ev.t - fl.t0)
-        k, K = self.input_of[j], self.K
+        self.hedge.observe(ev.t - fl.t0)
+        self._exact(fl, self.input_of[j], j, fl.rnd.ring, fl.id)
+
+    def _exact(self, fl, k: int, j: int, ring: int, round_id: int) -> None:
+        """Worker j's answer in ring slot `ring` is input k's own: its pending requests resolve, exact."""
+        K = self.K
         mine = [i for i in range(k, len(fl.requests), K) if _pending(fl.requests[i])]
         if mine:
-            Y = self.ctx.pool.backend.outputs([j], fl.rnd.B, fl.rnd.ring)[0]      # (B, ...): row b is group b's
+            Y = self.ctx.pool.backend.outputs([j], fl.rnd.B, ring)[0]      # (B, ...): row b is group b's
             self.ctx.requests.resolve_rows([fl.requests[i] for i in mine], [Y[i // K] for i in mine],
-                                           approximate=False, answered=(j,), round_id=fl.id)
+                                           approximate=False, answered=(j,), round_id=round_id)
         if not any(_pending(r) for r in fl.requests):
             self._end(fl, sorted(fl.waiter.arrived))          # every request exact: the parity work is moot
+
+    def _hedge_event(self, fl, ev) -> None:
+        """A second copy answered (or gave up: then the first copy and the fallback remain)."""
+        k = fl.hedge.pop(ev.worker, None)
+        if ev.kind == "done" and k is not None:
+            self._exact(fl, k, ev.worker, fl.hedge_ring, fl.hedge_id)
 
     def on_stale(self, ev) -> None:
         late = self._decoded.get(ev.round)
@@ -134,6 +152,8 @@ class SystematicRounds(CodedRounds):
             if not pending:
                 self._end(fl, sorted(fl.waiter.arrived))
                 continue
+            if fl.hedge_id is None and now >= fl.hedge_at:
+                self._send_hedge(fl)
             if now >= fl.fallback_at or (decision is not None and (
                     not self.fallback.given or decision.rule == "all" or self._orphaned(fl))):
                 arrived = sorted(fl.waiter.arrived)
@@ -154,6 +174,48 @@ class SystematicRounds(CodedRounds):
         fl = self.ctx.flights.get(self.engine.last_id)
         if fl is not None and fl.requests is reqs:
             fl.fallback_at = min(fl.t0 + self.fallback.after(), fl.deadline_at)
+            fl.hedge_at = fl.t0 + self.hedge.after()
+
+    def _send_hedge(self, fl) -> None:
+        """Second copies of the late systematic tasks: input k's requests, as they
+        are (no coding), on a worker with nothing on its hands (one that answered
+        this round, or was not in it), in a spare ring slot; the first answer
+        wins. None idle or no spare slot: tried again at the next check."""
+        ctx, K = self.ctx, self.K
+        failed, arrived = fl.waiter.failed, fl.waiter.arrived
+        late = sorted({i % K for i, r in enumerate(fl.requests) if _pending(r)})
+        late = [k for k in late if self.systematic[k] not in arrived]
+        outstanding = ctx.pool.outstanding
+        idle = [j for j in ctx.pool.backend.ready_workers() if not outstanding[j] and j not in failed]
+        if not late or not idle:
+            return
+        slot = ctx.ring.take_spare()
+        if slot is None:
+            return
+        backend, B = ctx.pool.backend, fl.rnd.B
+        shape, dtype = ctx.inbox.layout
+        buf = backend.input_view(B, shape, dtype, slot)[0]
+        pairs = list(zip(idle, late))
+        for j, k in pairs:
+            for b in range(B):
+                i = b * K + k
+                buf[j, b] = fl.requests[i].x if i < len(fl.requests) else fl.requests[-1].x
+        backend.set_input_slots(None)
+        r = self.engine.next_id()
+        workers = [j for j, _ in pairs]
+        t0 = time.perf_counter()
+        backend.submit(r, workers, B, self._zeros if self._draw is None else self._hedge_sleeps(workers), slot)
+        ctx.pool.sent(r, workers, t0, [0.0] * self.N)
+        fl.hedge_id, fl.hedge_ring, fl.hedge = r, slot, dict(pairs)
+        ctx.flights[r] = fl
+        ctx.stats.add(hedges=len(pairs))
+
+    def _hedge_sleeps(self, workers):
+        """A second copy's injected service time: a fresh draw for its worker."""
+        sleeps = np.zeros(self.N)
+        draw = np.asarray(self._draw(self.N, self._rng), dtype=np.float64)
+        sleeps[workers] = draw[workers]
+        return sleeps
 
     def _orphaned(self, fl) -> bool:
         """Every pending request's own worker failed (died, raised, hung): waiting cannot make one exact."""
@@ -162,6 +224,9 @@ class SystematicRounds(CodedRounds):
 
     def _end(self, fl, answered, exc=None, retry=False, rows=None) -> None:
         decoded = {self.systematic[i % self.K] for i, r in enumerate(fl.requests) if _pending(r)}
+        if fl.hedge_id is not None and self.ctx.flights.pop(fl.hedge_id, None) is not None:
+            self.ctx.pool.backend.cancel(list(fl.hedge), fl.hedge_ring)
+            self.ctx.ring.give_spare(fl.hedge_ring)
         super()._end(fl, answered, exc=exc, retry=retry, rows=rows)
         if rows is not None and decoded:
             self._decoded[fl.id] = decoded
