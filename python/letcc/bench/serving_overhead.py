@@ -164,7 +164,7 @@ def instrument(server, timer: PhaseTimer) -> None:
     if hasattr(code, "decode"):          # Hedged is no code: nothing to decode
         timer.wrap(code, "decode", "decode")
     timer.wrap(be, "outputs", "decode")
-    timer.wrap(d.requests, "resolve", "futures")
+    timer.wrap(d.requests, "fail", "futures")
     timer.wrap(d.requests, "resolve_rows", "futures")
     timer.wrap(d.stats, "add", "stats")
     # once per loop iteration (its own time stays in loop/other): the iterations a round takes
