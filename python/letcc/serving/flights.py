@@ -45,13 +45,19 @@ class Request:
 class RequestInfo:
     """How a request was answered (``CodedServer.submit(x, info=True)``).
 
-    approximate : True when the answer is a decoder's estimate (a coded
-        round's decode; with a systematic code, a request whose own worker was
-        late or failed); False when it is a worker's own answer for this input
-    latency : seconds from submit to the result
-    answered : the workers whose answers it was made from, ascending (one
-        worker for an exact answer)
-    round_id : the round (or task) it came from
+    Attributes
+    ----------
+    approximate : bool
+        True when the answer is a decoder's estimate (a coded round's decode;
+        with a systematic code, a request whose own worker was late or failed);
+        False when it is a worker's own answer for this input.
+    latency : float
+        Seconds from submit to the result.
+    answered : tuple
+        The workers whose answers it was made from, ascending (one worker for
+        an exact answer).
+    round_id : int
+        The round (or task) it came from.
     """
     approximate: bool
     latency: float
