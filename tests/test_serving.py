@@ -484,7 +484,8 @@ def test_hedged_second_copy_fires_and_the_first_answer_wins(script_dir, rng):
 
 
 class LiesOnWorker:
-    """Scripted's smooth model, negated on worker `liar` (a wrong answer every round)."""
+    """Scripted's smooth model, shifted by 5 on worker `liar` (a wrong answer every round, far
+    outside the honest outputs' range (-1, 1): flagged whatever the round's inputs)."""
 
     def __init__(self, liar: int):
         self.liar = liar
@@ -492,7 +493,7 @@ class LiesOnWorker:
 
     def __call__(self, x):
         y = self.f(x)
-        return -y if letcc.runtime.worker_rank() == self.liar else y
+        return y + 5.0 if letcc.runtime.worker_rank() == self.liar else y
 
 
 def test_the_workers_a_robust_code_flags_are_counted_and_a_repeat_offender_is_suspected(rng):
@@ -506,7 +507,7 @@ def test_the_workers_a_robust_code_flags_are_counted_and_a_repeat_offender_is_su
             # the server decodes what the code decodes from the same answers, the liar's included
             groups = X.reshape((1, 4) + X.shape[1:]).swapaxes(0, 1)
             Y = np.stack([f_ref(c) for c in np.asarray(code.encode(groups))])
-            Y[5] *= -1
+            Y[5] += 5.0
             ref, flagged = code.decode(Y, np.arange(12), return_flagged=True)
             assert list(flagged) == [5]
             np.testing.assert_allclose(est, np.asarray(ref)[:, 0], rtol=1e-9, atol=1e-9)
