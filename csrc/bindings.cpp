@@ -164,7 +164,8 @@ py::tuple gcv(const py::array& x, const py::array& w, double lam, const py::arra
     return py::make_tuple(s.score, s.trace, s.rss);
 }
 
-py::array_t<double> rows_array(const std::vector<double>& rows, std::size_t q, std::size_t n) {
+// A (q x n) float64 array holding rows (row-major).
+py::array_t<double> rows_array(const std::vector<double>& rows, std::int64_t q, std::int64_t n) {
     py::array_t<double> out({static_cast<py::ssize_t>(q), static_cast<py::ssize_t>(n)});
     std::copy(rows.begin(), rows.end(), out.mutable_data());
     return out;
@@ -208,11 +209,7 @@ PYBIND11_MODULE(_core, mod) {
         .def("apply", &apply_map<DenseMap>, py::arg("y"), py::arg("out") = py::none(), py::arg("threads") = 0)
         .def("apply_log", &apply_log_space<DenseMap>, py::arg("y"), py::arg("check_sums"), py::arg("tol"),
              py::arg("floor"), py::arg("order") = py::none())  // LeTCC's log space in one call (output_space_apply.hpp)
-        .def("matrix", [](const DenseMap& d) {
-            py::array_t<double> out({static_cast<py::ssize_t>(d.q()), static_cast<py::ssize_t>(d.n())});
-            std::copy(d.matrix().begin(), d.matrix().end(), out.mutable_data());
-            return out;
-        });
+        .def("matrix", [](const DenseMap& d) { return rows_array(d.matrix(), d.q(), d.n()); });
     mod.def("fit", &fit, py::arg("x"), py::arg("w"), py::arg("lam"), py::arg("y"), py::arg("threads") = 0);
     mod.def("evaluate", &evaluate, py::arg("x"), py::arg("g"), py::arg("gamma"), py::arg("xq"), py::arg("nu"),
             py::arg("threads") = 0);
