@@ -47,6 +47,23 @@ std::string shape_text(const std::vector<py::ssize_t>& shape) {
     return std::string(py::str(py::tuple(py::cast(shape))));
 }
 
+// The caller's `out` for a result of this shape and y's dtype: a writeable
+// C-contiguous numpy array not overlapping y.
+py::array checked_out(const py::object& outobj, const py::array& y, const std::vector<py::ssize_t>& shape) {
+    if (!py::isinstance<py::array>(outobj)) throw py::type_error("out must be a numpy array");
+    py::array out = py::reinterpret_borrow<py::array>(outobj);
+    if (!out.dtype().is(y.dtype()))
+        throw py::type_error("out has dtype " + std::string(py::str(out.dtype())) + " but y has dtype " +
+                             std::string(py::str(y.dtype())));
+    if (!(out.flags() & py::array::c_style) || !out.writeable())
+        throw py::value_error("out must be a writeable C-contiguous array");
+    const std::vector<py::ssize_t> got(out.shape(), out.shape() + out.ndim());
+    if (got != shape)
+        throw py::value_error("out has shape " + shape_text(got) + " but the result has shape " + shape_text(shape));
+    if (bind::ranges_overlap(y, out)) throw py::value_error("out must not overlap y");
+    return out;
+}
+
 // Applies a linear map (SplinePlan or DenseMap) to y along its first axis.
 // Fast path: y a C-contiguous float32/float64 ndarray with y.shape[0] == n.
 // Returns None when y is not such an array, or has another number of rows
@@ -60,24 +77,10 @@ py::object apply_map(const Map& map, const py::object& yobj, const py::object& o
     if (kind == FloatKind::none || y.ndim() < 1 || y.shape(0) != map.n()) return py::none();
     const std::size_t m = columns_of(y);
     const std::vector<py::ssize_t> shape = bind::shape_with_rows(y, map.q());
-    py::array out;
-    if (outobj.is_none()) {
-        out = py::array(y.dtype(), shape);
-    } else {
-        if (!py::isinstance<py::array>(outobj)) throw py::type_error("out must be a numpy array");
-        out = py::reinterpret_borrow<py::array>(outobj);
-        if (!out.dtype().is(y.dtype()))
-            throw py::type_error("out has dtype " + std::string(py::str(out.dtype())) +
-                                 " but y has dtype " + std::string(py::str(y.dtype())));
-        if (!(out.flags() & py::array::c_style) || !out.writeable())
-            throw py::value_error("out must be a writeable C-contiguous array");
-        const std::vector<py::ssize_t> got(out.shape(), out.shape() + out.ndim());
-        if (got != shape)
-            throw py::value_error("out has shape " + shape_text(got) + " but the result has shape " + shape_text(shape));
-        if (bind::ranges_overlap(y, out)) throw py::value_error("out must not overlap y");
-    }
+    py::array out = outobj.is_none() ? py::array() : checked_out(outobj, y, shape);
     dispatch_float(kind, [&](auto tag) {
         using T = decltype(tag);
+        if (outobj.is_none()) out = py::array_t<T>(shape);
         const T* src = static_cast<const T*>(y.data());
         T* dst = static_cast<T*>(out.mutable_data());
         py::gil_scoped_release release;
@@ -114,16 +117,18 @@ py::tuple fit(const py::array& x, const py::array& w, double lam, const py::arra
     const ReinschFactor f = factor_of(x, w, lam);
     const FloatKind kind = bind::checked_float_array(y, "y", static_cast<py::ssize_t>(f.n));
     const std::vector<py::ssize_t> shape(y.shape(), y.shape() + y.ndim());
-    py::array g(y.dtype(), shape), gam(y.dtype(), shape);
-    dispatch_float(kind, [&](auto tag) {
+    return dispatch_float(kind, [&](auto tag) -> py::tuple {
         using T = decltype(tag);
+        py::array_t<T> g(shape), gam(shape);
         const T* yp = static_cast<const T*>(y.data());
-        T* gp = static_cast<T*>(g.mutable_data());
-        T* cp = static_cast<T*>(gam.mutable_data());
-        py::gil_scoped_release release;
-        driver::fit<T>(f, yp, gp, cp, columns_of(y), threads);
+        T* gp = g.mutable_data();
+        T* cp = gam.mutable_data();
+        {
+            py::gil_scoped_release release;
+            driver::fit<T>(f, yp, gp, cp, columns_of(y), threads);
+        }
+        return py::make_tuple(g, gam);
     });
-    return py::make_tuple(g, gam);
 }
 
 // Values (nu = 0, 1, 2) at xq of the natural cubic spline with values g and
@@ -138,16 +143,18 @@ py::array evaluate(const py::array& x, const py::array& g, const py::array& gam,
     bind::checked_float_array(gam, "gamma", static_cast<py::ssize_t>(xv.size()));
     if (!g.dtype().is(gam.dtype())) throw py::type_error("g and gamma must have the same dtype");
     if (columns_of(g) != columns_of(gam)) throw py::value_error("g and gamma must have the same shape");
-    py::array out(g.dtype(), bind::shape_with_rows(g, static_cast<py::ssize_t>(qv.size())));
-    dispatch_float(kind, [&](auto tag) {
+    return dispatch_float(kind, [&](auto tag) -> py::array {
         using T = decltype(tag);
+        py::array_t<T> out(bind::shape_with_rows(g, static_cast<py::ssize_t>(qv.size())));
         const T* gp = static_cast<const T*>(g.data());
         const T* cp = static_cast<const T*>(gam.data());
-        T* op = static_cast<T*>(out.mutable_data());
-        py::gil_scoped_release release;
-        driver::evaluate<T>(xv, gp, cp, columns_of(g), qv, nu, op, threads);
+        T* op = out.mutable_data();
+        {
+            py::gil_scoped_release release;
+            driver::evaluate<T>(xv, gp, cp, columns_of(g), qv, nu, op, threads);
+        }
+        return std::move(out);
     });
-    return out;
 }
 
 // Weighted GCV score for one lam, all columns sharing it (driver::gcv).
