@@ -1,7 +1,7 @@
 // How the driver splits a call over column tiles and threads: the size
 // thresholds below which a call stays on the calling thread, and the
-// per-thread scratch the kernels write into. No Python here (csrc/driver/
-// is the core the bindings, the C++ tests and any other host call).
+// per-thread scratch the kernels write into. No Python here: csrc/driver/ is
+// what the bindings, the C++ tests (csrc/test/) and any other host code call.
 #pragma once
 
 #include <algorithm>
