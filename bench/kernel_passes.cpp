@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
     Array in_block(rows * tw), out_block(rows * tw);
     for (std::size_t i = 0; i < rows; ++i) std::copy(y.data + i * m, y.data + i * m + tw, in_block.data + i * tw);
 
-    // Full size, the library's walk (bindings.cpp run_banded).
+    // Full size, the library's walk (csrc/driver/linear_maps.hpp SplinePlan::run_banded).
     enum class Src { kMemory, kInputCached, kOutputCached };
     // The walk a full-size run calls: the dispatcher's (nullptr), or one kernel's
     // walk directly (the previous walk, EvalWork::kFullUnfused, on the buffer

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "plan.hpp"
@@ -37,6 +38,35 @@ void dense_tile_f64(const double* A, std::int64_t q, std::int64_t n, const doubl
                     double* out, std::size_t ldo, std::size_t c0, std::size_t tw, double* pack);
 void dense_tile_f32(const float* A, std::int64_t q, std::int64_t n, const float* y, std::size_t ldy,
                     float* out, std::size_t ldo, std::size_t c0, std::size_t tw, float* pack);
+
+// The same entry points overloaded on the element type, so that code
+// templated on T (csrc/driver/) calls one name and never branches on dtype.
+inline void plan_tile(const PlanTables& p, const double* y, std::size_t ldy, double* out, std::size_t ldo,
+                      std::size_t c0, std::size_t tw, double* buf, bool stream = false, std::size_t prefetch_cols = 0) {
+    plan_tile_f64(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
+}
+inline void plan_tile(const PlanTables& p, const float* y, std::size_t ldy, float* out, std::size_t ldo,
+                      std::size_t c0, std::size_t tw, double* buf, bool stream = false, std::size_t prefetch_cols = 0) {
+    plan_tile_f32(p, y, ldy, out, ldo, c0, tw, buf, stream, prefetch_cols);
+}
+inline void fit_tile(const PlanTables& p, const double* lam_over_w, const double* ih, const double* y,
+                     std::size_t ldy, double* g, double* gam, std::size_t ldo, std::size_t c0, std::size_t tw,
+                     double* buf) {
+    fit_tile_f64(p, lam_over_w, ih, y, ldy, g, gam, ldo, c0, tw, buf);
+}
+inline void fit_tile(const PlanTables& p, const double* lam_over_w, const double* ih, const float* y,
+                     std::size_t ldy, float* g, float* gam, std::size_t ldo, std::size_t c0, std::size_t tw,
+                     double* buf) {
+    fit_tile_f32(p, lam_over_w, ih, y, ldy, g, gam, ldo, c0, tw, buf);
+}
+inline void dense_tile(const double* A, std::int64_t q, std::int64_t n, const double* y, std::size_t ldy,
+                       double* out, std::size_t ldo, std::size_t c0, std::size_t tw, double* pack) {
+    dense_tile_f64(A, q, n, y, ldy, out, ldo, c0, tw, pack);
+}
+inline void dense_tile(const float* A, std::int64_t q, std::int64_t n, const float* y, std::size_t ldy,
+                       float* out, std::size_t ldo, std::size_t c0, std::size_t tw, float* pack) {
+    dense_tile_f32(A, q, n, y, ldy, out, ldo, c0, tw, pack);
+}
 
 // The instruction set the compiler-vectorised kernels (dense, fit, generic
 // plan) run with: "avx512", "avx2" (with FMA) or "baseline" on x86-64, "native"

@@ -16,6 +16,7 @@
 #include <optional>
 #include <vector>
 
+#include "bindings_arrays.hpp"
 #include "dispatch.hpp"
 #include "output_space.hpp"
 
@@ -92,12 +93,11 @@ Passes<float> passes<float>() {
 
 // (rows, m) of a C-contiguous float32/float64 ndarray with a class axis
 // (ndim >= 2, no axis of length 0): rows = every axis but the last.
-bool class_rows(const py::object& obj, py::array& arr, bool& f64, std::size_t& rows, std::size_t& m) {
+bool class_rows(const py::object& obj, py::array& arr, bind::FloatKind& kind, std::size_t& rows, std::size_t& m) {
     if (!py::isinstance<py::array>(obj)) return false;
     arr = py::reinterpret_borrow<py::array>(obj);
-    f64 = py::isinstance<py::array_t<double>>(arr);
-    const bool f32 = !f64 && py::isinstance<py::array_t<float>>(arr);
-    if (!(f64 || f32) || !(arr.flags() & py::array::c_style) || arr.ndim() < 2) return false;
+    kind = bind::float_kind(arr);
+    if (kind == bind::FloatKind::none || arr.ndim() < 2) return false;
     m = static_cast<std::size_t>(arr.shape(arr.ndim() - 1));
     rows = 1;
     for (py::ssize_t d = 0; d + 1 < arr.ndim(); ++d) rows *= static_cast<std::size_t>(arr.shape(d));
@@ -165,11 +165,11 @@ void register_output_space(py::module_& mod) {
         "log_prepare",
         [](const py::object& y, bool check_sums, double tol, double floor) -> py::object {
             py::array arr;
-            bool f64 = false;
+            bind::FloatKind kind;
             std::size_t rows = 0, m = 0;
-            if (!class_rows(y, arr, f64, rows, m)) return py::bool_(false);
-            return f64 ? prepare<double>(arr, rows, m, check_sums, tol, floor)
-                       : prepare<float>(arr, rows, m, check_sums, tol, floor);
+            if (!class_rows(y, arr, kind, rows, m)) return py::bool_(false);
+            return bind::dispatch_float(
+                kind, [&](auto tag) { return prepare<decltype(tag)>(arr, rows, m, check_sums, tol, floor); });
         },
         py::arg("y"), py::arg("check_sums"), py::arg("tol"), py::arg("floor"),
         "log(max(y, floor)) as a new array of y's shape and dtype, when y (a C-contiguous float32/float64\n"
@@ -180,13 +180,10 @@ void register_output_space(py::module_& mod) {
         "softmax_last_axis",
         [](const py::object& z) -> bool {
             py::array arr;
-            bool f64 = false;
+            bind::FloatKind kind;
             std::size_t rows = 0, m = 0;
-            if (!class_rows(z, arr, f64, rows, m) || !arr.writeable()) return false;
-            if (f64)
-                softmax<double>(arr, rows, m);
-            else
-                softmax<float>(arr, rows, m);
+            if (!class_rows(z, arr, kind, rows, m) || !arr.writeable()) return false;
+            bind::dispatch_float(kind, [&](auto tag) { softmax<decltype(tag)>(arr, rows, m); });
             return true;
         },
         py::arg("z"),

@@ -1,5 +1,6 @@
 // A decoder's linear map applied in LeTCC's log output space in one call
-// (Plan.apply_log and DenseOperator.apply_log in bindings.cpp): check that y
+// (Plan.apply_log and DenseOperator.apply_log in bindings.cpp; Map is a
+// driver/linear_maps.hpp map): check that y
 // holds probability rows and take log(max(y, floor)) into scratch, apply the
 // map, take the softmax of the result over its last axis. The same passes as
 // letcc._core.log_prepare / softmax_last_axis (output_space.hpp), without the
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bindings_arrays.hpp"
 #include "output_space.hpp"
 
 namespace letcc {
@@ -50,7 +52,11 @@ pybind11::object run(const Map& map, const pybind11::array& y, std::size_t rows,
     shape[0] = static_cast<py::ssize_t>(map.q());
     py::array_t<T> out(shape);
     const std::size_t cols = count / static_cast<std::size_t>(map.n());
-    map.template run<T>(scratch.data(), out.mutable_data(), cols, 0);   // releases the GIL itself
+    {
+        T* op = out.mutable_data();
+        py::gil_scoped_release release;
+        map.template run<T>(scratch.data(), op, cols, 0);
+    }
     {
         std::optional<py::gil_scoped_release> release;
         if (count >= kGilReleaseMinElems) release.emplace();
@@ -75,10 +81,8 @@ pybind11::object apply_log_space(const Map& map, const pybind11::object& yobj, b
     namespace py = pybind11;
     if (!py::isinstance<py::array>(yobj)) return py::bool_(false);
     py::array y = py::reinterpret_borrow<py::array>(yobj);
-    const bool f64 = py::isinstance<py::array_t<double>>(y);
-    const bool f32 = !f64 && py::isinstance<py::array_t<float>>(y);
-    if (!(f64 || f32) || !(y.flags() & py::array::c_style) || y.ndim() < 2 || y.shape(0) != map.n())
-        return py::bool_(false);
+    const bind::FloatKind kind = bind::float_kind(y);
+    if (kind == bind::FloatKind::none || y.ndim() < 2 || y.shape(0) != map.n()) return py::bool_(false);
     const std::size_t m = static_cast<std::size_t>(y.shape(y.ndim() - 1));
     const std::size_t rows = static_cast<std::size_t>(y.size()) / (m ? m : 1);
     if (m == 0 || rows == 0) return py::bool_(false);
@@ -99,8 +103,9 @@ pybind11::object apply_log_space(const Map& map, const pybind11::object& yobj, b
         }
         order = ord.data();
     }
-    return f64 ? detail_log_apply::run<double>(map, y, rows, m, check_sums, tol, floor, order)
-               : detail_log_apply::run<float>(map, y, rows, m, check_sums, tol, floor, order);
+    return bind::dispatch_float(kind, [&](auto tag) {
+        return detail_log_apply::run<decltype(tag)>(map, y, rows, m, check_sums, tol, floor, order);
+    });
 }
 
 }  // namespace letcc

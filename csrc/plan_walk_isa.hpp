@@ -52,6 +52,14 @@
 // in reverse order (to shorten its dependency on the back substitution: no
 // change), tiles of 64-512 columns (224 as fast as any) and prefetching two
 // tiles ahead or with other hints (no better).
+//
+// Why one file of ~650 lines: it is one struct template, PlanWalk, whose
+// members are the walk's three passes, their two- and four-knot forms and the
+// fused back-substitution/evaluation loops. They share the struct's types and
+// helpers (V, Y<kE>, put, load_y) and are included as text once per ISA inside
+// that ISA's namespace and target; cut into several headers, each would need
+// the same include-once-per-ISA guard and the struct would be split across
+// files without making any piece usable alone.
 #if !defined(LETCC_WALK_FN) || !defined(LETCC_WALK_ENTRY)
 #error "plan_walk_isa.hpp is included by kernels_avx2.hpp and kernels_avx512.hpp only"
 #endif

@@ -1,6 +1,6 @@
 """method="auto": a plan takes the dense operator exactly when n * q is at most
 _core.dense_max_work for its dtype, a limit that follows the banded kernel in
-use when the plan is built (csrc/bindings.cpp: the AVX-512 kernel's crossover
+use when the plan is built (csrc/driver/linear_maps.hpp: the AVX-512 kernel's crossover
 with the dense operator is lower than the AVX2 one's). The rule itself, not
 its timing: timings belong to bench/spline.py."""
 import numpy as np

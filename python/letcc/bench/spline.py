@@ -288,7 +288,7 @@ def ratio_over_time(samples: int, pause: float, size: tuple = TARGET) -> tuple[s
 def dense_crossover(repeats: int, min_run: float, m: int = 150528, ns=(8, 16, 24, 32, 48, 64)) -> str:
     """Dense operator against the banded passes at small n = K (both forced,
     out=, float32 and float64, each banded hand-written kernel this CPU runs):
-    where the plan's "auto" should switch (bindings.cpp kDenseMaxWork*)."""
+    where the plan's "auto" should switch (csrc/driver/linear_maps.hpp kDenseMaxWork*)."""
     kernels = [k for k in ("avx2", "avx512") if letcc.plan_kernel_runs(k)]
     rng = np.random.default_rng(3)
     rows = []

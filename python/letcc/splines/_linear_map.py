@@ -2,8 +2,8 @@
 DenseOperator): ``op(y, out=None)`` maps y of shape (n, ...) to (q, ...).
 
 A C-contiguous float32/float64 numpy array (and a C-contiguous numpy `out`)
-goes straight to the compiled core, which checks the shape and releases the
-GIL: that is the production-loop path, a few microseconds of overhead. Anything
+goes straight to the compiled core, which releases the GIL (and hands a y
+of the wrong length back, as None, for the general path to say why): that is the production-loop path, a few microseconds of overhead. Anything
 else (torch tensors, strided or read-only views, integer data, an `out` of
 another layout) is normalised here first; GPU arrays go to the subclass's
 `_gpu_call`.
@@ -17,7 +17,7 @@ import numpy as np
 from letcc._typing import Array, ArrayLike
 
 from letcc.splines._arrays import is_gpu_array, is_torch_tensor, to_numpy
-from letcc.splines._validation import float_dtype_of
+from letcc.splines._validation import check_rows, float_dtype_of
 
 
 class LinearMap:
@@ -47,12 +47,7 @@ class LinearMap:
             return self._gpu_call(y, out)
         arr, wrap = to_numpy(y)
         dtype = float_dtype_of(arr)
-        if arr.ndim < 1:
-            raise ValueError("y must have at least one dimension (the knot axis), got a scalar")
-        if arr.shape[0] != self.n:
-            raise ValueError(
-                f"y has {arr.shape[0]} rows along the knot axis but the plan has n = {self.n} knots"
-            )
+        check_rows(arr.shape, self.n)
         arr = np.ascontiguousarray(arr, dtype=dtype)
         if out is None:
             return wrap(self._apply(arr, None, 0))

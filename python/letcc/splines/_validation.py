@@ -103,6 +103,22 @@ def as_nu(nu) -> int:
     return int(nu)
 
 
+def check_knot_axis(ndim: int, name: str = "y") -> None:
+    """`name` has a first axis for the knots (ndim >= 1)."""
+    if ndim < 1:
+        raise ValueError(f"{name} must have at least one dimension (the knot axis), got a scalar")
+
+
+def check_rows(shape, n: int) -> None:
+    """y of this shape can go through a plan (a linear map) on n knots: its
+    first axis, the knot axis, holds n rows. The one home of this check and
+    its message for the CPU, dense and GPU routes (the compiled core only
+    refuses such a y, letting its caller say why)."""
+    check_knot_axis(len(shape))
+    if shape[0] != n:
+        raise ValueError(f"y has {shape[0]} rows along the knot axis but the plan has n = {n} knots")
+
+
 def float_dtype_of(arr: np.ndarray, name: str = "y") -> np.dtype:
     """float32 stays float32, float64 stays float64, integers and bools become
     float64; anything else (complex, object, strings, float16) is refused."""

@@ -28,6 +28,7 @@ import os
 from typing import Any, Optional, Tuple
 
 from letcc.splines._arrays import is_torch_tensor
+from letcc.splines._validation import check_rows
 
 __all__ = ["cuda_available", "cuda_unavailable_reason", "apply_plan_gpu", "gpu_info"]
 
@@ -124,13 +125,6 @@ def apply_plan_gpu(smoother, y, out=None, *, store: int = 0, tile: int = 0, dept
     return _apply_cupy(smoother, cupy.asarray(y), out, tuning)
 
 
-def _check_rows(shape, smoother) -> None:
-    if len(shape) < 1:
-        raise ValueError("y must have at least one dimension (the knot axis), got a scalar")
-    if shape[0] != smoother.n:
-        raise ValueError(f"y has {shape[0]} rows along the knot axis but the plan has n = {smoother.n} knots")
-
-
 def _check_out(out, expected_shape, dtype, device_desc, out_device_desc, out_dtype) -> None:
     if tuple(out.shape) != tuple(expected_shape):
         raise ValueError(f"out has shape {tuple(out.shape)} but the result has shape {tuple(expected_shape)}")
@@ -152,7 +146,7 @@ def _apply_torch(smoother, y, out, tuning):
         if t.dtype.is_floating_point or t.dtype.is_complex:
             raise TypeError(f"y must hold float32 or float64 numbers, got torch dtype {t.dtype}")
         t = t.to(torch.float64)
-    _check_rows(t.shape, smoother)
+    check_rows(tuple(t.shape), smoother.n)
     t = t.contiguous()
     shape = (smoother.q,) + tuple(t.shape[1:])
     m = math.prod(t.shape[1:])
@@ -190,7 +184,7 @@ def _apply_cupy(smoother, y, out, tuning):
             if dt.kind not in "iub":
                 raise TypeError(f"y must hold float32 or float64 numbers, got dtype {dt}")
             a = a.astype(np.float64)
-        _check_rows(a.shape, smoother)
+        check_rows(a.shape, smoother.n)
         a = cupy.ascontiguousarray(a)
         shape = (smoother.q,) + tuple(a.shape[1:])
         m = math.prod(a.shape[1:])

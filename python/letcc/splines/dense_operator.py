@@ -9,6 +9,7 @@ import numpy as np
 
 from letcc import _core
 from letcc.splines._linear_map import LinearMap
+from letcc.splines._validation import check_rows
 
 
 class DenseOperator(LinearMap):
@@ -65,9 +66,8 @@ class DenseOperator(LinearMap):
     def _gpu_call(self, y, out):
         from letcc.splines._arrays import is_torch_tensor
 
+        check_rows(tuple(y.shape), self.n)
         n, trailing = self.n, tuple(y.shape[1:])
-        if y.shape[0] != n:
-            raise ValueError(f"y has {y.shape[0]} rows along the knot axis but the plan has n = {n} knots")
         if is_torch_tensor(y):
             import torch
 

@@ -10,7 +10,8 @@ from letcc._typing import Array, ArrayLike
 
 from letcc import _core
 from letcc.splines._arrays import is_gpu_array, is_torch_tensor, to_numpy
-from letcc.splines._validation import as_knots, as_lam, as_nu, as_points, as_weights, float_dtype_of
+from letcc.splines._validation import (as_knots, as_lam, as_nu, as_points, as_weights, check_knot_axis,
+                                       float_dtype_of)
 from letcc.splines.gcv import select_lam_gcv
 
 
@@ -61,8 +62,7 @@ class SmoothingSpline:
             return
         arr, self._wrap = to_numpy(y)
         dtype = float_dtype_of(arr)
-        if arr.ndim == 0:
-            raise ValueError("y must have at least one dimension (the knot axis)")
+        check_knot_axis(arr.ndim)
         if not -arr.ndim <= axis < arr.ndim:
             raise ValueError(f"axis {axis} is out of range for y with {arr.ndim} dimensions")
         arr = np.moveaxis(arr, axis, 0)
@@ -88,8 +88,7 @@ class SmoothingSpline:
         reads the data once and writes the result once. Only lam=None copies
         the data to the host, for the GCV choice."""
         n = self.x.shape[0]
-        if y.ndim == 0:
-            raise ValueError("y must have at least one dimension (the knot axis)")
+        check_knot_axis(y.ndim)
         if not -y.ndim <= axis < y.ndim:
             raise ValueError(f"axis {axis} is out of range for y with {y.ndim} dimensions")
         if is_torch_tensor(y):
