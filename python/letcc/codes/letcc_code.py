@@ -23,9 +23,11 @@ from letcc._checks import as_real
 from letcc.codes._plan_cache import PlanCache
 from letcc.codes.robust import (DetectionSplines, check_adversaries, check_valid, detection_knots, invalid_rows,
                                 spline_locate)
+from letcc.codes.clean_round import FALSE_ALARM, CleanRoundTest, check_false_alarm
 from letcc.codes.lam_defaults import local_gap_rows, resolve_lam_dec, resolve_lam_enc
 from letcc import _core
-from letcc.codes.output_space import LOG_FLOOR, PROB_SUM_TOL, as_output_space, from_log, log_or_none, to_log
+from letcc.codes.output_space import (LOG_FLOOR, PROB_SUM_TOL, as_output_space, from_log, log_or_none,
+                                     probability_answers)
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv, smoother_rows
 from letcc.splines._validation import as_lam
@@ -157,7 +159,8 @@ class LeTCC(Code):
 
     def __init__(self, K: int, N: int, lam_enc: Any = "auto", lam_dec: Any = "auto", alpha: ArrayLike | None = None,
                  beta: ArrayLike | None = None, plan_cache_size: int = 128, adversaries: int = 0,
-                 flag_threshold: float | None = None, output_space: str = "auto", valid: Any = None) -> None:
+                 flag_threshold: float | None = None, output_space: str = "auto", valid: Any = "auto",
+                 false_alarm: float | None = FALSE_ALARM) -> None:
         self.K = as_count(K, "K")
         self.output_space = as_output_space(output_space)
         self._log = self.output_space == "log"
@@ -166,9 +169,8 @@ class LeTCC(Code):
         self.flag_threshold = None if flag_threshold is None else as_real(flag_threshold, "flag_threshold", 0.0,
                                                                           strict=True, finite=False)
         self._detection = DetectionSplines(plan_cache_size)
-        self.valid = check_valid(valid)
-        if self._log and self.adversaries and self.valid is None:
-            self.valid = "simplex"      # the log space takes probabilities: anything else is wrong
+        self.valid = check_valid(valid, allow_auto=True)
+        self.false_alarm = None if false_alarm is None else check_false_alarm(false_alarm)
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
         self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
         self._knots = detection_knots(self.beta)       # the spline locator's knots, one per worker
@@ -181,7 +183,7 @@ class LeTCC(Code):
         # decides only for the built-in lam rule, which has a log-space
         # version; a lam or policy given by the caller (e.g. calibrated by
         # letcc.tune on linear decodes) and the robust decoder stay linear.
-        auto_decides = isinstance(lam_dec, str) and lam_dec == "auto" and not self.adversaries
+        auto_decides = isinstance(lam_dec, str) and lam_dec == "auto"
         self._space = (None if auto_decides else "linear") if self.output_space == "auto" else self.output_space
         # A policy that states the local-gap rule (lam_defaults' protocol) has
         # lams that are a function of the answering set alone and valid by
@@ -191,6 +193,8 @@ class LeTCC(Code):
         self.lam_dec = lam_dec
         self.lam_enc = resolve_lam_enc(lam_enc, lam_dec, self.K, self.N)
         self.encoder = SplineSmoother(self.alpha, self.beta, lam=self.lam_enc)
+        self._clean_test = None if self.false_alarm is None else CleanRoundTest(
+            self.alpha, self.beta, self.lam_enc, self.encoder, self.false_alarm, self._detection)
         self._decoders = PlanCache(plan_cache_size)
         self._row_encoders = PlanCache(plan_cache_size)
         self.last_lam_dec: float | None = None
@@ -328,6 +332,11 @@ class LeTCC(Code):
         Y = self._outputs(Y, avail)
         if self.adversaries:
             return self._decode_robust(avail, Y, return_flagged)
+        return self._decode_plain(avail, Y, return_flagged)
+
+    def _decode_plain(self, avail: np.ndarray, Y, return_flagged: bool) -> Any:
+        """decode() with adversaries=0 (checked avail and Y); also the robust
+        decoder's last step, on the answers it keeps."""
         space = self._space
         if space != "linear":
             # Where the previous decode was in log space (a classifier's
@@ -365,50 +374,66 @@ class LeTCC(Code):
         return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
 
     def _decode_robust(self, avail: np.ndarray, Y, return_flagged: bool):
-        """decode() with adversaries > 0: valid's rejections and the spline
-        locator's erasures, then the plain decode of the rest (log space only
-        with output_space='log')."""
-        if self.valid is not None:
-            avail, Y, invalid = self._erase_invalid(avail, Y)
-        if self._log:
-            if Y.ndim < 2:
-                raise ValueError("output_space='log' needs a class axis: Y must be (len(available), ..., classes), "
-                                 f"got shape {tuple(Y.shape)}")
-            Y = to_log(Y)
-        budget = self.adversaries if self.valid is None else max(self.adversaries - invalid.size, 0)
-        avail, Y, flagged = self._erase_flagged(avail, Y, budget)
-        if self.valid is not None and invalid.size:
+        """decode() with adversaries > 0: the answers that cannot be right
+        erased (valid), the clean-round test and the spline locator's
+        erasures (letcc.codes.clean_round), then the plain decode of the
+        answers kept: a round with nothing erased is decoded bit for bit as
+        adversaries=0 decodes it."""
+        space, n, E = self._space, avail.size, self.adversaries
+        Z = prob = None
+        if space is None or (space == "log" and self.valid is not None):
+            if type(Y) is np.ndarray:       # all probability rows: checked and logged in one compiled pass
+                Z = _core.log_prepare(Y, True, PROB_SUM_TOL, LOG_FLOOR)
+                Z = None if Z is False else Z
+            prob = np.ones(n, dtype=bool) if Z is not None else probability_answers(Y)
+        log = space == "log"
+        if space is None and prob is not None and prob.any():
+            # a classifier's round holds at most E answers that are not
+            # probabilities; with valid=None nothing may be erased for it
+            k = int(np.count_nonzero(prob))
+            log = k == n or (self.valid is not None and k >= n - E)
+        if log and Y.ndim < 2:
+            raise ValueError("output_space='log' needs a class axis: Y must be (len(available), ..., classes), "
+                             f"got shape {tuple(Y.shape)}")
+        bad = None
+        if self.valid not in (None, "auto"):
+            bad = invalid_rows(Y, to_host_2d(Y), self.valid)
+        if log and prob is not None and self.valid is not None and not prob.all():
+            bad = ~prob if bad is None else bad | ~prob   # not a probability vector: wrong by construction
+        invalid = np.zeros(0, dtype=np.int64)
+        if bad is not None and bad.any():
+            if bad.all():
+                raise ValueError(f"every answer of this decode fails valid={self.valid!r}: nothing to decode")
+            keep_rows = np.flatnonzero(~bad)
+            invalid = np.sort(avail[bad])
+            avail, Y, Z = avail[keep_rows], take_rows(Y, keep_rows), None
+        if log and Z is None:
+            Z = log_or_none(Y, strict=True)
+        avail, Y, flagged = self._erase_flagged(avail, Y, Z if log else Y, max(E - invalid.size, 0),
+                                                "log" if log else "linear")
+        if invalid.size:
             flagged = np.union1d(invalid, flagged)
-        self.last_output_space = "log" if self._log else "linear"
-        est = self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
-        if self._log:
-            est = from_log(est)
+        est = self._decode_plain(avail, Y, False)
         return (est, flagged) if return_flagged else est
 
-    def _erase_invalid(self, avail: np.ndarray, Y):
-        """(avail', Y', invalid): the answers ``valid`` rejects removed (all of
-        them, keeping at least one answer)."""
-        bad = invalid_rows(Y, to_host_2d(Y), self.valid)
-        if not bad.any():
-            return avail, Y, np.zeros(0, dtype=np.int64)
-        if bad.all():
-            raise ValueError(f"every answer of this decode fails valid={self.valid!r}: nothing to decode")
-        keep_rows = np.flatnonzero(~bad)
-        return avail[keep_rows], take_rows(Y, keep_rows), np.sort(avail[bad])
-
-    def _erase_flagged(self, avail: np.ndarray, Y, budget: int):
-        """(avail', Y', flagged): the spline locator's erasures removed."""
+    def _erase_flagged(self, avail: np.ndarray, Y, D, budget: int, space: str):
+        """(avail', Y', flagged): the spline locator's erasures removed. D: Y
+        in the space the locator scores (Y, or its log)."""
         if budget <= 0 or self.flag_threshold == np.inf:
             return avail, Y, np.zeros(0, dtype=np.int64)
         ascending = bool((avail[1:] > avail[:-1]).all())
         order = np.arange(avail.size) if ascending else np.argsort(avail, kind="stable")
         srt = avail if ascending else avail[order]
-        Yh = to_host_2d(Y)
-        if Yh.dtype != np.float64:
-            Yh = Yh.astype(np.float64)
-        G = Yh @ Yh.T                                   # the one pass over the outputs
+        Dh = to_host_2d(D)
+        if Dh.dtype != np.float64:
+            Dh = Dh.astype(np.float64)
+        G = Dh @ Dh.T                                   # the one pass over the outputs
+        # the caller's threshold, else the calibrated clean-round test, else
+        # (false_alarm=None) E erasures in every round
+        ratio = None if self.flag_threshold is not None or self._clean_test is None else \
+            self._clean_test.ratio_for(space)
         pos = spline_locate(self.beta[srt], None, budget, self._detection, self.flag_threshold,
-                            G=G if ascending else G[np.ix_(order, order)], knots=self._knots[srt])
+                            G=G if ascending else G[np.ix_(order, order)], knots=self._knots[srt], ratio=ratio)
         if pos.size == 0:
             return avail, Y, np.zeros(0, dtype=np.int64)
         flagged = np.sort(srt[pos])

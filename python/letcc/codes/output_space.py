@@ -43,7 +43,7 @@ from letcc import _core
 from letcc.codes._arrays import is_torch_tensor
 
 __all__ = ["OUTPUT_SPACES", "LOG_FLOOR", "PROB_SUM_TOL", "as_output_space", "is_probability_rows", "to_log",
-           "from_log", "log_or_none", "softmax_"]
+           "from_log", "log_or_none", "softmax_", "probability_answers"]
 
 OUTPUT_SPACES = ("auto", "linear", "log")
 # Probabilities below this are raised to it before the log (a float32 softmax
@@ -168,3 +168,29 @@ def from_log(Z):
     xp.exp(Z, out=Z)
     Z /= Z.sum(axis=-1, keepdims=True)
     return Z
+
+
+def probability_answers(Y):
+    """(n,) bool per answer (row) of Y (n, ..., classes): True where every
+    class vector of that answer passes is_probability_rows' test (finite,
+    >= 0, summing to 1 within PROB_SUM_TOL); None where Y cannot hold
+    probabilities at all (no class axis, not a float dtype). The decoder
+    with adversaries uses it to tell a classifier's round with a few wrong
+    answers (most rows pass) from outputs that are not probabilities."""
+    if len(Y.shape) < 2 or Y.shape[-1] == 0 or Y.shape[0] == 0:
+        return None
+    if is_torch_tensor(Y):
+        if not Y.is_floating_point():
+            return None
+        Y = Y.detach().cpu().numpy()
+    elif not isinstance(Y, np.ndarray):
+        Y = Y.get()                                  # CuPy: the check on the host (n rows)
+    if Y.dtype.kind != "f":
+        return None
+    n, C = Y.shape[0], Y.shape[-1]
+    V = Y.reshape(n, -1, C)
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(V).all(axis=(1, 2)) & (V.min(axis=(1, 2), initial=np.inf) >= 0)
+        sums = V.sum(axis=2, dtype=np.float64)
+        ok &= (np.abs(sums - 1.0) <= PROB_SUM_TOL).all(axis=1)
+    return ok

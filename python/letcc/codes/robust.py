@@ -94,7 +94,8 @@ from letcc.codes._plan_cache import PlanCache
 from letcc.splines import SplineSmoother
 from letcc.splines.gcv import lam_scale
 
-__all__ = ["check_adversaries", "check_valid", "invalid_rows", "DetectionSplines", "spline_locate", "bw_needed", "bw_locator_values", "bw_locate"]
+__all__ = ["check_adversaries", "check_valid", "invalid_rows", "DetectionSplines", "locator_scores",
+           "round_statistic", "spline_locate", "bw_needed", "bw_locator_values", "bw_locate"]
 
 
 # lam of the detection spline, in units of lam_scale (the Reinsch balance point)
@@ -214,17 +215,44 @@ def detection_knots(nodes: np.ndarray) -> np.ndarray:
     return -np.arccos(np.clip(nodes, -1.0, 1.0))
 
 
+def locator_scores(A: np.ndarray, G: np.ndarray):
+    """(s, loo): the locator's scores s_i = min(loo_i, agreement_i) and the
+    leave-one-out scores loo_i of the answers whose Gram matrix is G (node
+    order), A their LOO operator (DetectionSplines.loo_operator)."""
+    loo = gram_scores(A, G)
+    return np.minimum(loo, neighbour_scores(G)), loo
+
+
+def round_statistic(s: np.ndarray, loo: np.ndarray) -> float:
+    """The clean-round statistic max_i s_i / median_i loo_i (0 when every
+    score is 0, inf when only the median is): free of the outputs' scale,
+    of a constant added to every answer and of a rotation of the output
+    space, so one threshold serves any f of the same smoothness."""
+    top = float(s.max())
+    med = float(np.median(loo))
+    if top <= 0.0:
+        return 0.0
+    return top / med if med > 0.0 else np.inf
+
+
 def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSplines,
-                  flag_threshold=None, G=None, knots=None) -> np.ndarray:
+                  flag_threshold=None, G=None, knots=None, ratio=None) -> np.ndarray:
     """Positions (into the ascending `nodes` / rows of Y (n, m) float64) of the
     workers the spline locator erases, in the order erased (at most
     min(E, n - 3)). One pass over Y (its Gram matrix Y Y^T, or `G` when
     given; `knots`: detection_knots(nodes) when precomputed); every step
-    after is on (n, n) matrices."""
+    after is on (n, n) matrices.
+
+    Each step erases the top-scored answer only while the round statistic
+    (round_statistic) exceeds a threshold: ``ratio`` (a number, or a
+    callable ``ratio(n_left)`` -> number: letcc.codes.clean_round's
+    calibrated test), else flag_threshold ** 2; neither: always (E steps)."""
     n = nodes.shape[0]
     steps = min(E, n - 3)
     if steps <= 0:
         return np.zeros(0, dtype=np.int64)
+    if ratio is None and flag_threshold is not None:
+        ratio = flag_threshold * flag_threshold
     t = detection_knots(nodes) if knots is None else knots
     if G is None:
         G = Y @ Y.T
@@ -233,11 +261,12 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     for _ in range(steps):
         A = splines.loo_operator(t[keep] if erased else t)
         Gk = G[keep][:, keep] if erased else G
-        loo = gram_scores(A, Gk)
-        s = np.minimum(loo, neighbour_scores(Gk))
+        s, loo = locator_scores(A, Gk)
         i = int(np.argmax(s))
-        if flag_threshold is not None and not s[i] > flag_threshold * flag_threshold * np.median(loo):
-            break
+        if ratio is not None:
+            r = ratio(keep.size) if callable(ratio) else ratio
+            if not round_statistic(s, loo) > r:
+                break
         erased.append(int(keep[i]))
         keep = np.concatenate((keep[:i], keep[i + 1:]))
     return np.array(erased, dtype=np.int64)
@@ -248,13 +277,16 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
 SIMPLEX_TOL = 1e-3
 
 
-def check_valid(valid):
-    """None, 'simplex' or a callable; ValueError / TypeError naming the value."""
+def check_valid(valid, allow_auto: bool = False):
+    """None, 'simplex' or a callable (and 'auto' where `allow_auto`: LeTCC's
+    default, the probability check on rounds of probability answers);
+    ValueError naming the value."""
     if valid is None or callable(valid):
         return valid
-    if isinstance(valid, str) and valid == "simplex":
+    if isinstance(valid, str) and (valid == "simplex" or (allow_auto and valid == "auto")):
         return valid
-    raise ValueError(f"valid must be None, 'simplex' or a callable Y -> (n,) bool, got {valid!r}")
+    kinds = "None, 'auto', 'simplex'" if allow_auto else "None, 'simplex'"
+    raise ValueError(f"valid must be {kinds} or a callable Y -> (n,) bool, got {valid!r}")
 
 
 def invalid_rows(Y, Yh: np.ndarray, valid) -> np.ndarray:
