@@ -362,16 +362,21 @@ class LeTCC(Code):
             if Z is False or (Z is None and space == "log"):
                 Z = log_or_none(Y, strict=space == "log")
             if Z is not None:
-                self.last_output_space = "log"
-                est = self._decode_rows(avail, Z, self._plan_log, permutable=self._set_keyed)
-                if not (type(est) is np.ndarray and _core.softmax_last_axis(est)):
-                    est = from_log(est)
+                est = self._decode_log(avail, Z)
                 return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
         self.last_output_space = "linear"
         # only a stated local-gap rule gives dense decoders without looking at
         # Y (a fixed lam is a banded plan; GCV and other policies may need Y)
         est = self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
         return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
+
+    def _decode_log(self, avail: np.ndarray, Z):
+        """The estimates from the log outputs Z of the answers `avail`."""
+        self.last_output_space = "log"
+        est = self._decode_rows(avail, Z, self._plan_log, permutable=self._set_keyed)
+        if not (type(est) is np.ndarray and _core.softmax_last_axis(est)):
+            est = from_log(est)
+        return est
 
     def _decode_robust(self, avail: np.ndarray, Y, return_flagged: bool):
         """decode() with adversaries > 0: the answers that cannot be right
@@ -409,38 +414,40 @@ class LeTCC(Code):
             avail, Y, Z = avail[keep_rows], take_rows(Y, keep_rows), None
         if log and Z is None:
             Z = log_or_none(Y, strict=True)
-        avail, Y, flagged = self._erase_flagged(avail, Y, Z if log else Y, max(E - invalid.size, 0),
-                                                "log" if log else "linear")
+        avail, Y, Z, flagged = self._erase_flagged(avail, Y, Z if log else None, max(E - invalid.size, 0))
         if invalid.size:
             flagged = np.union1d(invalid, flagged)
-        est = self._decode_plain(avail, Y, False)
+        # the plain decoder's own steps on the answers kept (in log space on
+        # the logs already taken: the same numbers as its fused pass)
+        est = self._decode_log(avail, Z) if log else self._decode_plain(avail, Y, False)
         return (est, flagged) if return_flagged else est
 
-    def _erase_flagged(self, avail: np.ndarray, Y, D, budget: int, space: str):
-        """(avail', Y', flagged): the spline locator's erasures removed. D: Y
-        in the space the locator scores (Y, or its log)."""
+    def _erase_flagged(self, avail: np.ndarray, Y, Z, budget: int):
+        """(avail', Y', Z', flagged): the spline locator's erasures removed.
+        Z: Y's log when the locator scores the log space (probability
+        answers), else None (it scores Y)."""
         if budget <= 0 or self.flag_threshold == np.inf:
-            return avail, Y, np.zeros(0, dtype=np.int64)
+            return avail, Y, Z, np.zeros(0, dtype=np.int64)
         ascending = bool((avail[1:] > avail[:-1]).all())
         order = np.arange(avail.size) if ascending else np.argsort(avail, kind="stable")
         srt = avail if ascending else avail[order]
-        Dh = to_host_2d(D)
+        Dh = to_host_2d(Y if Z is None else Z)
         if Dh.dtype != np.float64:
             Dh = Dh.astype(np.float64)
         G = Dh @ Dh.T                                   # the one pass over the outputs
         # the caller's threshold, else the calibrated clean-round test, else
         # (false_alarm=None) E erasures in every round
         ratio = None if self.flag_threshold is not None or self._clean_test is None else \
-            self._clean_test.ratio_for(space)
+            self._clean_test.ratio_for("linear" if Z is None else "log")
         pos = spline_locate(self.beta[srt], None, budget, self._detection, self.flag_threshold,
                             G=G if ascending else G[np.ix_(order, order)], knots=self._knots[srt], ratio=ratio)
         if pos.size == 0:
-            return avail, Y, np.zeros(0, dtype=np.int64)
+            return avail, Y, Z, np.zeros(0, dtype=np.int64)
         flagged = np.sort(srt[pos])
         kept = np.ones(srt.size, dtype=bool)
         kept[pos] = False
         keep_rows = np.sort(order[kept])   # rows of Y kept, Y's order
-        return avail[keep_rows], take_rows(Y, keep_rows), flagged
+        return avail[keep_rows], take_rows(Y, keep_rows), None if Z is None else take_rows(Z, keep_rows), flagged
 
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0
