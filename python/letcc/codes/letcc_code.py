@@ -93,33 +93,54 @@ class LeTCC(Code):
         as many encoders for subsets of the workers (``encode(X, rows=...)``).
     adversaries : int, default 0
         E, the wrong answers per decode to tolerate. 0 is the plain decoder.
-        E > 0: before decoding, the spline locator (letcc.codes.robust)
-        erases up to E answers, one at a time, each the answer that
-        disagrees most both with a detection smoothing spline through the
-        others (leave-one-out residual, pooled over all outputs) and with
-        its nearest answers, and the remaining answers are decoded exactly
-        as the plain decoder decodes that set (in the linear space, or the
-        log space with output_space='log'). Costs one pass over the
-        outputs (their Gram matrix) plus O(E n^3) per decode. At least 3 answers are always kept: with n answers at
-        most min(E, n - 3) are erased (fewer than 4 answers: none, the plain
-        decode). ``decode(..., return_flagged=True)`` also returns the erased
-        workers. All of Y's trailing axes are one round: a flagged worker is
-        erased for all of them.
+        E > 0: answers that cannot be right are erased first (``valid``),
+        then a clean-round test decides whether the round holds a wrong
+        answer at all (letcc.codes.clean_round): the spline locator
+        (letcc.codes.robust) scores every answer (how much it disagrees
+        both with a detection smoothing spline through the others and with
+        its nearest answers) and the top-scored one is erased only while
+        the round's statistic (top score over the median leave-one-out
+        score) exceeds a threshold, one erasure at a time, at most E minus
+        the invalid answers, at least 3 answers kept (fewer than 4 answers:
+        none). The answers kept are decoded by the plain decoder, in the
+        space it would use (``output_space``): a round with nothing erased
+        is decoded bit for bit as adversaries=0 decodes it. Probability
+        answers are scored in the log space they are decoded in. Costs
+        the answers' Gram matrix (one pass over the outputs, n^2 m flops)
+        plus O(E n^3) per decode. ``decode(..., return_flagged=True)`` also
+        returns the erased workers. All of Y's trailing axes are one round:
+        a flagged worker is erased for all of them.
     flag_threshold : float or None, default None
-        None: always erase E answers (ApproxIFER's rule). A number t > 0:
-        erase an answer only when its score exceeds t^2 times the median
-        score (a z-rule on the LOO residual norms), so that rounds without
-        wrong answers keep every answer. ``float('inf')``: the spline locator
-        never erases (only ``valid``'s rejections are erased).
-    valid : None, 'simplex' or callable, default None (with output_space='log': 'simplex')
+        None: the calibrated clean-round test (``false_alarm``). A number t
+        > 0: the caller's own threshold, erase while the top score exceeds
+        t^2 times the median leave-one-out score. ``float('inf')``: the
+        spline locator never erases (only ``valid``'s rejections are).
+    false_alarm : float or None, default 1e-3
+        With flag_threshold=None: the rate of honest rounds in which the
+        clean-round test erases an answer, in [1e-4, 0.5]. The threshold
+        for n answers is the (1 - false_alarm) quantile of the statistic
+        over synthetic honest rounds through this code's own encoder
+        (random smooth networks; log-softmax of them for probability
+        answers), computed on first use for each (n, space), about 1 s,
+        and cached per process (letcc.codes.clean_round.CALIBRATIONS). The
+        rate on a real model's rounds is measured in
+        bench/results/adversarial.md. None: no test, E erasures in every
+        round (ApproxIFER's rule, the decoder before issue 28).
+    valid : 'auto', None, 'simplex' or callable, default 'auto'
         With adversaries > 0: answers that cannot be right are erased before
         the spline locator runs, all of them (they are flagged too), and the
-        locator erases at most E minus their number more. 'simplex': every
-        class vector of an answer (its last axis) must be a probability
-        vector (finite, entries >= -1e-3, sum 1 within 1e-3), as a
-        classifier's softmax is; a callable: ``valid(Y) -> (len(Y),) bool``,
-        True for a possible answer. Costs one pass over the outputs.
-        ValueError when every answer fails. Ignored with adversaries=0.
+        locator erases at most E minus their number more. 'auto': a round
+        decoded in log space (probability answers: with output_space='auto'
+        when at most E answers are not probability vectors, or
+        output_space='log') erases its answers that are not probability
+        vectors (finite, >= 0, each class vector summing to 1 within
+        PROB_SUM_TOL): a softmax model cannot return them; other rounds
+        check nothing. 'simplex': every class vector of an answer (its last
+        axis) must be a probability vector (finite, entries >= -1e-3, sum 1
+        within 1e-3); a callable: ``valid(Y) -> (len(Y),) bool``, True for
+        a possible answer. ValueError when every answer fails. None: no
+        check (and output_space='auto' logs a round only when every answer
+        is a probability vector). Ignored with adversaries=0.
     output_space : 'auto', 'linear' or 'log', default 'auto'
         Where the decoder works. 'linear': on the outputs as they are (any
         f). 'log': for workers that return probabilities over the last axis
@@ -135,12 +156,13 @@ class LeTCC(Code):
         outputs, signed or integer data: decoded exactly as with 'linear',
         bit for bit). ``last_output_space`` says which the latest decode
         used. 'auto' decides so only with lam_dec='auto' (the built-in rule
-        has a version for each space) and adversaries=0; with a lam or a
+        has a version for each space), with or without adversaries (with
+        adversaries > 0 a round is probability answers when at most E of
+        them are not, see ``valid``); with a lam or a
         policy of the caller's (e.g. calibrated by letcc.tune or
-        LamPolicy.calibrate, which score linear decodes), or with
-        adversaries > 0 (the robust decoder's scores were measured in the
-        linear space), it decodes linearly: pass output_space='log' to
-        combine those with the log space. letcc.codes.output_space says why: on the eight classifiers of
+        LamPolicy.calibrate, which score linear decodes) it decodes
+        linearly: pass output_space='log' to combine those with the log
+        space. letcc.codes.output_space says why: on the eight classifiers of
         bench/results/accuracy.md the log space lowered the softmax MSE
         against BACC by 36-89% (linear: 16-37%) and raised the decoded
         accuracy by +1.6 to +11 points over BACC's (linear: -0.3 to +2.2),
@@ -148,7 +170,8 @@ class LeTCC(Code):
         and the softmax are two compiled passes for numpy answers (about
         1-2 us per decode at 10 classes; more at 1000 classes, see the
         README); the encoder is the same in every space. With adversaries
-        > 0, 'log' runs the adversary detection on the log outputs.
+        > 0, the adversary detection runs on the log outputs of a round
+        decoded in log space.
 
     Attributes ``lam_enc`` (the float in use), ``lam_dec`` (as given),
     ``last_lam_dec`` (the lam the latest decode used: a float, or a (K,)

@@ -47,13 +47,15 @@ quadratic forms of the Gram matrix G = Y Y^T (loo = diag(A G A^T) with the
 cached A = diag(1 / (1 - H_ii)) (I - H), nn and side from G_ii + G_kk - 2 G_ik), so
 a rescoring after an erasure costs O(n^3) for any m, not another pass.
 
-With ``flag_threshold=t`` a worker is erased only when its score exceeds
-t^2 times the median loo score of that step, so rounds without wrong answers
-can keep their workers; with None (the default) E workers are always erased,
-as ApproxIFER does; ``float('inf')`` never erases. Measured on the three
-classifiers no threshold separates honest from wrong answers (the largest
-honest score of a clean round is as large as a wrong answer's), which is
-why the default erases E.
+Each step may first test the round (``ratio``): the top-scored answer is
+erased only while round_statistic (the top score over the median loo score)
+exceeds a threshold; LeTCC's default takes it calibrated at a stated
+false-alarm rate (letcc.codes.clean_round), ``flag_threshold=t`` is the
+caller's own (t^2), ``float('inf')`` never erases, and LeTCC's
+``false_alarm=None`` erases E in every round, as ApproxIFER does. On the
+classifiers' probability answers the honest rounds' statistic is as large as
+a relabelled round's (bench/results/adversarial.md), so the test spares the
+clean rounds and leaves the valid-but-wrong answers mostly unflagged.
 
 Answers that cannot be right (``valid=``)
 -----------------------------------------
