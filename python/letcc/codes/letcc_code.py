@@ -27,7 +27,7 @@ from letcc.codes.clean_round import FALSE_ALARM, CleanRoundTest, check_false_ala
 from letcc.codes.lam_defaults import local_gap_rows, resolve_lam_dec, resolve_lam_enc
 from letcc import _core
 from letcc.codes.output_space import (LOG_FLOOR, PROB_SUM_TOL, as_output_space, from_log, log_or_none,
-                                     probability_answers)
+                                     probability_answers_logged)
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv, smoother_rows
 from letcc.splines._validation import as_lam
@@ -408,12 +408,15 @@ class LeTCC(Code):
         answers kept: a round with nothing erased is decoded bit for bit as
         adversaries=0 decodes it."""
         space, n, E = self._space, avail.size, self.adversaries
-        Z = prob = None
+        Z = prob = logs = None
         if space is None or (space == "log" and self.valid is not None):
             if type(Y) is np.ndarray:       # all probability rows: checked and logged in one compiled pass
                 Z = _core.log_prepare(Y, True, PROB_SUM_TOL, LOG_FLOOR)
                 Z = None if Z is False else Z
-            prob = np.ones(n, dtype=bool) if Z is not None else probability_answers(Y)
+            if Z is not None:
+                prob = np.ones(n, dtype=bool)
+            else:       # answer by answer; more than E (valid=None: any) failures end the scan
+                prob, logs = probability_answers_logged(Y, E if self.valid is not None else 0)
         log = space == "log"
         if space is None and prob is not None and prob.any():
             # a classifier's round holds at most E answers that are not
@@ -435,6 +438,8 @@ class LeTCC(Code):
             keep_rows = np.flatnonzero(~bad)
             invalid = np.sort(avail[bad])
             avail, Y, Z = avail[keep_rows], take_rows(Y, keep_rows), None
+            if log and logs is not None:        # the logs the check took, of the answers kept
+                Z = np.concatenate([logs[i] for i in keep_rows])
         if log and Z is None:
             Z = log_or_none(Y, strict=True)
         avail, Y, Z, flagged = self._erase_flagged(avail, Y, Z if log else None, max(E - invalid.size, 0))

@@ -231,7 +231,13 @@ def round_statistic(s: np.ndarray, loo: np.ndarray) -> float:
     of a constant added to every answer and of a rotation of the output
     space, so one threshold serves any f of the same smoothness."""
     top = float(s.max())
-    med = float(np.median(loo))
+    n = loo.shape[0]
+    k = n // 2                      # the median, as np.median takes it (a third of its time)
+    if n % 2:
+        med = float(np.partition(loo, k)[k])
+    else:
+        part = np.partition(loo, (k - 1, k))
+        med = float((part[k - 1] + part[k]) / 2.0)
     if top <= 0.0:
         return 0.0
     return top / med if med > 0.0 else np.inf
