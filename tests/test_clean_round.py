@@ -232,3 +232,53 @@ def test_valid_auto_is_letcc_s_only():
         BACC(8, 24, adversaries=1, valid="auto")
     with pytest.raises(ValueError, match="valid must be None, 'auto', 'simplex' or a callable.*'simplexes'"):
         LeTCC(8, 24, adversaries=1, valid="simplexes")
+
+
+def test_probability_answers_logged_matches_the_check_and_the_log():
+    from letcc.codes.output_space import log_or_none, probability_answers_logged, to_log
+    rng = np.random.default_rng(17)
+    P = rng.dirichlet(np.ones(5), size=(8, 3))
+    P[[2, 6], 1] = -P[[2, 6], 1]
+    prob, logs = probability_answers_logged(P, 2)
+    np.testing.assert_array_equal(prob, probability_answers(P))
+    for i in range(8):
+        assert (logs[i] is None) == (not prob[i])
+        if prob[i]:
+            # the compiled log the plain decoder takes (numpy's log: within an ulp)
+            np.testing.assert_array_equal(logs[i], log_or_none(P[i:i + 1], strict=True))
+            np.testing.assert_allclose(logs[i], to_log(P[i:i + 1]), rtol=1e-15, atol=0)
+    prob, _ = probability_answers_logged(P, 0)           # the scan ends at the first failure
+    np.testing.assert_array_equal(prob, np.arange(8) < 2)
+    L = rng.standard_normal((8, 3, 5))                   # logits: not probabilities
+    assert not probability_answers_logged(L, 2)[0].any()
+    prob, logs = probability_answers_logged(np.asfortranarray(P[:, 0]), 2)   # not C-contiguous: the numpy check
+    assert logs is None and prob.sum() == 8
+
+
+def test_adversaries_zero_is_the_plain_decoder_bit_for_bit():
+    rng = np.random.default_rng(18)
+    K, N = 8, 24
+    a, b = LeTCC(K, N), LeTCC(K, N, adversaries=0, false_alarm=0.01, valid="simplex")
+    P = rng.dirichlet(np.ones(10), size=(20, 3))
+    L = rng.standard_normal((20, 3, 10))
+    F = rng.permutation(N)[:20]
+    for Y in (P, L, P.astype(np.float32)):
+        for _ in range(2):
+            np.testing.assert_array_equal(b.decode(Y, F), a.decode(Y, F))
+            assert a.last_output_space == b.last_output_space
+
+
+def test_torch_probabilities_with_an_adversary():
+    torch = pytest.importorskip("torch")
+    K, N = 8, 24
+    code = LeTCC(K, N, adversaries=2)
+    P = np.exp(honest_rounds(code, 1, "log", seed=19)[:, 0])
+    F = np.arange(N)
+    Pc = P.copy()
+    Pc[5] = -Pc[5]
+    est_np, fl_np = code.decode(Pc, F, return_flagged=True)
+    est, fl = code.decode(torch.as_tensor(Pc), torch.arange(N), return_flagged=True)
+    assert isinstance(est, torch.Tensor) and code.last_output_space == "log"
+    np.testing.assert_array_equal(fl, [5])
+    np.testing.assert_array_equal(fl_np, [5])
+    np.testing.assert_allclose(est.numpy(), est_np, rtol=1e-10, atol=1e-14)
