@@ -282,3 +282,19 @@ def test_torch_probabilities_with_an_adversary():
     np.testing.assert_array_equal(fl, [5])
     np.testing.assert_array_equal(fl_np, [5])
     np.testing.assert_allclose(est.numpy(), est_np, rtol=1e-10, atol=1e-14)
+
+
+def test_an_isolated_answer_is_never_erased_by_the_test():
+    from letcc.codes.robust import erasable
+    knots = np.array([0.0, 3.0, 4.0, 5.0, 6.0, 8.0, 9.0])     # gaps 3 1 1 1 2 1: median 1
+    np.testing.assert_array_equal(erasable(knots), [False, True, True, True, True, True, True])
+    K, N = 8, 24
+    code, plain = LeTCC(K, N, adversaries=2), LeTCC(K, N)
+    Y = smooth_rounds(code, 1, seed=20, freq=(0.05, 0.2), m=10)[:, 0]
+    F = np.setdiff1d(np.arange(N), [1, 2])                   # worker 0 alone at the end
+    Yc = Y[F].copy()
+    Yc[0] += 5.0                                              # wrong, but nothing to compare it with
+    est, flagged = code.decode(Yc, F, return_flagged=True)
+    assert 0 not in flagged
+    always = LeTCC(K, N, adversaries=1, false_alarm=None)    # the untested rule still may
+    assert always.decode(Yc, F, return_flagged=True)[1].tolist() == [0]

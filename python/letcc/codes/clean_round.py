@@ -15,7 +15,9 @@ workers evaluate f on the encoder's spline through K inputs, so between two
 input nodes f is seen along a short smooth curve, whatever f is. The test
 is sequential: while T exceeds the threshold for the number of answers
 left, the top-scored answer is erased and the rest rescored (at most E
-erasures, at least 3 answers kept); a round whose first T is below the
+erasures, at least 3 answers kept; an answer with no answering neighbour
+within 2.5 typical gaps is never erased by the test, robust.erasable: its
+residual is an extrapolation and the decode leans on it); a round whose first T is below the
 threshold keeps every answer and is decoded by the plain decoder, bit for
 bit.
 
@@ -29,7 +31,7 @@ workers. For a decode in log space (probability answers) the round's
 outputs are log_softmax(c f(x)), c log-uniform in [1, 30] (soft to
 saturated classifiers), scored in the log space as the decoder scores them.
 ``max(4000, 20 / false_alarm)`` rounds (20 exceedances expected above the
-quantile), 64 answering sets, a fixed seed: deterministic, about 0.5-1 s
+quantile), 64 answering sets, a fixed seed: deterministic, about 1-2 s (2 busy cores)
 once per (code nodes, lam_enc, n, space, false_alarm) and process, cached
 here (``CALIBRATIONS``), shared by every code with the same nodes.
 
@@ -46,7 +48,7 @@ import numbers
 import numpy as np
 
 from letcc.codes._plan_cache import PlanCache
-from letcc.codes.robust import DetectionSplines, detection_knots, locator_scores, round_statistic
+from letcc.codes.robust import DetectionSplines, detection_knots, erasable, locator_scores, round_statistic
 
 __all__ = ["FALSE_ALARM", "check_false_alarm", "calibrate", "calibration_rounds", "synthetic_outputs",
            "CleanRoundTest", "CALIBRATIONS"]
@@ -132,10 +134,12 @@ def calibrate(encoder, beta: np.ndarray, K: int, n: int, space: str, false_alarm
             break
         avail = np.sort(rng.choice(N, n, replace=False))
         A = splines.loo_operator(knots[avail])
+        ok = erasable(knots[avail])                                         # as spline_locate's test
         Os = O[avail, lo:hi]                                                # (n, r, m)
         G = np.einsum("irm,jrm->rij", Os, Os)
         for r in range(hi - lo):
-            stats[lo + r] = round_statistic(*locator_scores(A, G[r]))
+            s, loo = locator_scores(A, G[r])
+            stats[lo + r] = round_statistic(np.where(ok, s, 0.0), loo)
     return float(np.quantile(stats, 1.0 - false_alarm, method="higher"))
 
 
