@@ -246,9 +246,10 @@ def targets(rows, model):
             out.append([f"E={E} {adv}: recall >= 95%, precision >= 90%",
                         f"{100 * rec:.1f}% / {fmt(None if prec is None else 100 * prec, '.1f')}%",
                         verdict(rec >= 0.95 and prec is not None and prec >= 0.9)])
-            out.append([f"E={E} {adv}: MSE <= 2x adversary-free (oracle: {oracle['mse'] / free['mse']:.2f}x), "
-                        f"< BW-BACC ({bw['mse']:.4f})", f"{ratio:.2f}x, {r['mse']:.4f}",
-                        verdict(ratio <= 2 and r["mse"] < bw["mse"])])
+            out.append([f"E={E} {adv}: MSE <= 2x adversary-free (the oracle's floor: "
+                        f"{oracle['mse'] / free['mse']:.2f}x)", f"{ratio:.2f}x", verdict(ratio <= 2)])
+            out.append([f"E={E} {adv}: MSE below BW-BACC's ({bw['mse']:.4f})", f"{r['mse']:.4f}",
+                        verdict(r["mse"] < bw["mse"])])
     return markdown_table(["target (N = 24, S = 2, K = 8)", "clean-round LeTCC", "verdict"], out)
 
 
@@ -287,9 +288,29 @@ READING = """How to read it. 'clean-round LeTCC' is the default LeTCC(K, N, adve
 that are not probability vectors are erased when most are (a classifier's round), then the spline locator
 erases an answer only while the round statistic T = max score / median LOO score exceeds the threshold
 calibrated on synthetic honest rounds at false_alarm=1e-3 (letcc.codes.clean_round), and the answers kept
-are decoded by the plain default (log space for probabilities). 'always erase E' is the same with
-false_alarm=None (the old rule, E erasures every round). 'oracle erasure' knows the adversaries: the floor
-of any decoder that erases them."""
+are decoded by the plain default (log space for probabilities). 'false_alarm=1e-2' is the same at a ten
+times higher rate; 'always erase E' is false_alarm=None (the rule before issue 28: E erasures every
+round). 'oracle erasure' knows the adversaries: the floor of any decoder that erases them.
+
+What limits the targets. (1) MSE <= 2x the adversary-free decode: an erased wrong answer costs what one
+more straggler costs; where 'clean-round LeTCC' equals 'oracle erasure' (every adversary the check
+catches) the miss is that floor, not the locator. (2) Wrong answers that stay probability vectors
+(relabel, colluding one-hot): the first table. On the classifiers the statistic of a round with one
+relabelled answer is no larger than an honest round's (median T 4-8 against thresholds near 100; the top
+score lands on the relabelled answer in 36-70% of rounds only), because honest coded outputs change class
+every 2.5-3 worker nodes and most honest rounds hold an answer whose class neither neighbour has - which
+is what a relabelled answer looks like. No per-round test at a false-alarm rate that keeps the clean-round
+cost within 5% can flag them; 'always erase E' catches part of them at a large clean-round cost, and
+evidence over many rounds (a worker top-scored round after round) is the runtime's to gather. A one-hot
+colluder is caught where honest answers are rarely one-hot (RepVGG-A0, ViT, cnn_fashion), not on LeNet-5,
+whose honest answers are one-hot themselves. (3) The smooth f has no check: every adversary is left to
+the statistical test, whose recall is 91-100% at E = 1 and 62-96% at E = 2 (two wrong answers raise the
+median LOO score of their neighbours too), and a missed wrong answer costs far more than an erasure;
+Berlekamp-Welch BACC, which always erases E and whose Berrut decode is exact at the nodes, wins there.
+(4) Decode time: the Gram matrix of the answers (n^2 m flops, n = 22) is the robust decoder's one pass
+over the outputs; next to the plain linear decode (a banded pass) it is 3-6x, next to the plain log-space
+decode (a log and a softmax pass as well) 1.9-3.2x."""
+
 
 
 def main():

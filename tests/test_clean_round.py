@@ -298,3 +298,17 @@ def test_an_isolated_answer_is_never_erased_by_the_test():
     assert 0 not in flagged
     always = LeTCC(K, N, adversaries=1, false_alarm=None)    # the untested rule still may
     assert always.decode(Yc, F, return_flagged=True)[1].tolist() == [0]
+
+
+def test_clean_round_threshold_ahead_of_serving():
+    code = LeTCC(8, 24, adversaries=1, false_alarm=0.2)
+    t = code.clean_round_threshold(22, "log")
+    assert t == code._clean_test.threshold(22, "log") and t > 1.0
+    with pytest.raises(ValueError, match="n must be >= 4, got 3"):
+        code.clean_round_threshold(3)
+    with pytest.raises(ValueError, match="n must be <= 24, got 25"):
+        code.clean_round_threshold(25)
+    with pytest.raises(ValueError, match="space must be 'linear' or 'log', got 'logit'"):
+        code.clean_round_threshold(22, "logit")
+    with pytest.raises(ValueError, match="no clean-round test"):
+        LeTCC(8, 24, adversaries=1, false_alarm=None).clean_round_threshold(22)

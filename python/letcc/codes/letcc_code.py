@@ -19,7 +19,7 @@ from letcc._typing import Array, ArrayLike, Indices
 
 from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._base import Code, as_count
-from letcc._checks import as_real
+from letcc._checks import as_int, as_real
 from letcc.codes._plan_cache import PlanCache
 from letcc.codes.robust import (DetectionSplines, check_adversaries, check_valid, detection_knots, invalid_rows,
                                 spline_locate)
@@ -476,6 +476,19 @@ class LeTCC(Code):
         kept[pos] = False
         keep_rows = np.sort(order[kept])   # rows of Y kept, Y's order
         return avail[keep_rows], take_rows(Y, keep_rows), None if Z is None else take_rows(Z, keep_rows), flagged
+
+    def clean_round_threshold(self, n: int, space: str = "linear") -> float:
+        """The clean-round test's threshold on the round statistic for n
+        answers scored in `space` ('linear', or 'log' for probability
+        answers), calibrated now if it is not yet (letcc.codes.clean_round;
+        1-2 s, then cached): call it ahead of serving for the answering-set
+        sizes expected, to keep the calibration out of the first rounds."""
+        if self._clean_test is None:
+            raise ValueError("this code has no clean-round test (false_alarm=None)")
+        n = as_int(n, "n", 4, self.N)
+        if space not in ("linear", "log"):
+            raise ValueError(f"space must be 'linear' or 'log', got {space!r}")
+        return self._clean_test.threshold(n, space)
 
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0
