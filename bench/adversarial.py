@@ -173,11 +173,26 @@ def diagnostics(name, code, out, sets, classifier):
             single.append(sing.mean())
             single_rounds.append(sing.any(axis=0).mean())
             changes.append((t[1:] != t[:-1]).mean())
+    # the same adversary over many rounds: workers 5 and 14 relabel every round;
+    # how often is one of them the round's top-scored worker (by chance: 2 / n),
+    # and are they the two most often top-scored of each straggler set?
+    code2 = LeTCC(K, N, adversaries=2)
+    fixed = np.array([5, 14])
+    share, found = [], []
+    for avail in sets:
+        av = np.sort(avail)
+        model, counts = RelabelClasses(workers=fixed), np.zeros(N)
+        for b in range(out.shape[1]):
+            code2.decode(model.corrupt(out[av, b], av, rng)[0], av)
+            counts[code2.last_clean_round["worker"]] += 1
+        share.append(counts[fixed].sum() / out.shape[1])
+        found.append(set(np.argsort(-counts, kind="stable")[:2]) == set(np.intersect1d(fixed, av)))
     h, r = np.array(honest), np.array(relab)
     thr = LeTCC(K, N, adversaries=2)._clean_test.threshold(N - S, space)
     row = [name, space, f"{thr:.1f}", f"{np.quantile(h, 0.99):.1f}", f"{np.quantile(h, 0.999):.1f}",
            f"{100 * np.mean(h > thr):.2f}%", f"{np.median(r):.1f}", f"{100 * np.mean(r > thr):.1f}%",
-           f"{100 * np.mean(top_is_adv):.0f}%"]
+           f"{100 * np.mean(top_is_adv):.0f}%", f"{100 * np.mean(share):.0f}% (chance {200 / (N - S):.0f}%)",
+           f"{100 * np.mean(found):.0f}%"]
     row += ([f"{np.mean(changes):.2f}", f"{100 * np.mean(single):.1f}%", f"{100 * np.mean(single_rounds):.0f}%"]
             if classifier else ["-", "-", "-"])
     return row
@@ -185,7 +200,8 @@ def diagnostics(name, code, out, sets, classifier):
 
 DIAG_HEADER = ["model", "space scored", "threshold T (n = 22, 1e-3)", "honest T q99", "honest T q99.9",
                "honest rounds above", "T with 1 relabelled answer (median)", "relabelled rounds above",
-               "top score on the relabelled answer", "class changes per node gap",
+               "top score on the relabelled answer", "workers 5, 14 relabelling every round: rounds top-scored on them",
+               "sets whose 2 most often top-scored workers are them", "class changes per node gap",
                "honest answers of a class neither neighbour has", "honest rounds with one"]
 
 

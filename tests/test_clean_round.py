@@ -312,3 +312,21 @@ def test_clean_round_threshold_ahead_of_serving():
         code.clean_round_threshold(22, "logit")
     with pytest.raises(ValueError, match="no clean-round test"):
         LeTCC(8, 24, adversaries=1, false_alarm=None).clean_round_threshold(22)
+
+
+def test_last_clean_round_reports_the_top_scored_worker():
+    K, N = 8, 24
+    code = LeTCC(K, N, adversaries=2)
+    assert code.last_clean_round is None
+    Y = smooth_rounds(code, 1, seed=21, freq=(0.05, 0.2), m=10)[:, 0]
+    F = np.arange(N)
+    code.decode(Y, F)
+    rep = code.last_clean_round
+    assert set(rep) == {"worker", "statistic", "threshold"} and rep["statistic"] <= rep["threshold"]
+    assert rep["threshold"] == code.clean_round_threshold(N, "linear")
+    Yc = Y.copy()
+    Yc[9] = -Yc[9]
+    code.decode(Yc, F)
+    assert code.last_clean_round["worker"] == 9 and code.last_clean_round["statistic"] > rep["threshold"]
+    code.decode(Y[:3], F[:3])                                 # fewer than 4 answers: no test ran
+    assert code.last_clean_round is None

@@ -177,7 +177,16 @@ class LeTCC(Code):
     ``last_lam_dec`` (the lam the latest decode used: a float, or a (K,)
     float64 array when the policy chose one lam per alpha_k) and
     ``last_output_space`` ('linear' or 'log': the space the latest decode
-    worked in; None before the first).
+    worked in; None before the first). With adversaries > 0,
+    ``last_clean_round``: the latest decode's clean-round test, a dict with
+    the top-scored ``worker``, the round's ``statistic`` and the
+    ``threshold`` it was held to (None with false_alarm=None); None when
+    the locator did not run (fewer than 4 answers, nothing left of E, or
+    flag_threshold=inf). A wrong answer that one round cannot tell from an
+    honest one (a relabelled class) is still top-scored far more often
+    than an honest worker (bench/results/adversarial.md, first table: 2
+    fixed relabelling workers of 22 on the classifiers): evidence for the
+    caller to pool over rounds.
     """
 
     def __init__(self, K: int, N: int, lam_enc: Any = "auto", lam_dec: Any = "auto", alpha: ArrayLike | None = None,
@@ -407,6 +416,7 @@ class LeTCC(Code):
         erasures (letcc.codes.clean_round), then the plain decode of the
         answers kept: a round with nothing erased is decoded bit for bit as
         adversaries=0 decodes it."""
+        self.last_clean_round = None
         space, n, E = self._space, avail.size, self.adversaries
         Z = prob = logs = None
         if space is None or (space == "log" and self.valid is not None):
@@ -450,6 +460,8 @@ class LeTCC(Code):
         est = self._decode_log(avail, Z) if log else self._decode_plain(avail, Y, False)
         return (est, flagged) if return_flagged else est
 
+    last_clean_round: dict | None = None
+
     def _erase_flagged(self, avail: np.ndarray, Y, Z, budget: int):
         """(avail', Y', Z', flagged): the spline locator's erasures removed.
         Z: Y's log when the locator scores the log space (probability
@@ -467,8 +479,15 @@ class LeTCC(Code):
         # (false_alarm=None) E erasures in every round
         ratio = None if self.flag_threshold is not None or self._clean_test is None else \
             self._clean_test.ratio_for("linear" if Z is None else "log")
+        report: dict = {}
         pos = spline_locate(self.beta[srt], None, budget, self._detection, self.flag_threshold,
-                            G=G if ascending else G[np.ix_(order, order)], knots=self._knots[srt], ratio=ratio)
+                            G=G if ascending else G[np.ix_(order, order)], knots=self._knots[srt], ratio=ratio,
+                            report=report)
+        if report:
+            # evidence for the caller to pool over rounds: where a wrong answer hides in
+            # one round, the top-scored worker is still the same adversary more often
+            self.last_clean_round = {"worker": int(srt[report["top"]]), "statistic": report["statistic"],
+                                     "threshold": report["threshold"]}
         if pos.size == 0:
             return avail, Y, Z, np.zeros(0, dtype=np.int64)
         flagged = np.sort(srt[pos])

@@ -266,7 +266,7 @@ def round_statistic(s: np.ndarray, loo: np.ndarray) -> float:
 
 
 def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSplines,
-                  flag_threshold=None, G=None, knots=None, ratio=None) -> np.ndarray:
+                  flag_threshold=None, G=None, knots=None, ratio=None, report=None) -> np.ndarray:
     """Positions (into the ascending `nodes` / rows of Y (n, m) float64) of the
     workers the spline locator erases, in the order erased (at most
     min(E, n - 3)). One pass over Y (its Gram matrix Y Y^T, or `G` when
@@ -277,7 +277,9 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     (round_statistic) exceeds a threshold: ``ratio`` (a number, or a
     callable ``ratio(n_left)`` -> number: letcc.codes.clean_round's
     calibrated test), else flag_threshold ** 2; neither: always (E steps).
-    A tested step looks only at the erasable answers (``erasable``)."""
+    A tested step looks only at the erasable answers (``erasable``).
+    ``report`` (a dict): filled with the first step's ``top`` (position of
+    the top-scored answer), ``statistic`` and ``threshold`` (None untested)."""
     n = nodes.shape[0]
     steps = min(E, n - 3)
     if steps <= 0:
@@ -298,8 +300,12 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
         i = int(np.argmax(s))
         if ratio is not None:
             r = ratio(keep.size) if callable(ratio) else ratio
-            if not round_statistic(s, loo) > r:
-                break
+            stat = round_statistic(s, loo)
+        if report is not None and not erased:
+            report.update(top=int(keep[i]), statistic=stat if ratio is not None else round_statistic(s, loo),
+                          threshold=r if ratio is not None else None)
+        if ratio is not None and not stat > r:
+            break
         erased.append(int(keep[i]))
         keep = np.concatenate((keep[:i], keep[i + 1:]))
     return np.array(erased, dtype=np.int64)
