@@ -260,8 +260,8 @@ def test_invalid_rows_simplex_against_the_definition(rng):
 @pytest.mark.parametrize("cls", [LeTCC, BACC])
 def test_valid_simplex_erases_every_invalid_answer_then_locates_the_rest(cls, rng):
     K, N = 4, 30
-    # the robust decoder's plain decode is the linear space's (output_space='auto' with adversaries)
-    code, plain = cls(K, N, adversaries=3, valid="simplex"), cls(K, N, **({"output_space": "linear"} if cls is LeTCC else {}))
+    # the robust decoder's plain decode is the plain default's (for LeTCC: the log space of probabilities)
+    code, plain = cls(K, N, adversaries=3, valid="simplex"), cls(K, N)
     F = np.sort(rng.choice(N, 27, replace=False))
     P = _probabilities(27, rng)
     bad = np.sort(rng.choice(27, 2, replace=False))
@@ -302,7 +302,7 @@ def test_valid_callable_and_bad_values(rng):
 
 def test_log_space_with_adversaries_rejects_what_is_not_a_probability(rng):
     code = LeTCC(4, 20, adversaries=2, output_space="log")
-    assert code.valid == "simplex"
+    assert code.valid == "auto"          # the default: the probability check on probability answers
     P = rng.dirichlet(np.ones(5), size=20)
     Pc = P.copy()
     Pc[[2, 9]] = -Pc[[2, 9]]                              # to_log alone would raise on these
@@ -313,7 +313,7 @@ def test_log_space_with_adversaries_rejects_what_is_not_a_probability(rng):
 
 
 def test_few_answers_degrade_as_documented(rng):
-    code = LeTCC(4, 10, adversaries=2)
+    code = LeTCC(4, 10, adversaries=2, false_alarm=None)     # no clean-round test: E erasures when it can
     plain = LeTCC(4, 10)
     Y = rng.standard_normal((4, 3))
     est, flagged = code.decode(Y, [0, 3, 5, 9], return_flagged=True)     # 4 answers: at most 1 erased

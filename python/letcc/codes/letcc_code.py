@@ -19,13 +19,15 @@ from letcc._typing import Array, ArrayLike, Indices
 
 from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._base import Code, as_count
-from letcc._checks import as_real
+from letcc._checks import as_int, as_real
 from letcc.codes._plan_cache import PlanCache
 from letcc.codes.robust import (DetectionSplines, check_adversaries, check_valid, detection_knots, invalid_rows,
                                 spline_locate)
+from letcc.codes.clean_round import FALSE_ALARM, CleanRoundTest, check_false_alarm
 from letcc.codes.lam_defaults import local_gap_rows, resolve_lam_dec, resolve_lam_enc
 from letcc import _core
-from letcc.codes.output_space import LOG_FLOOR, PROB_SUM_TOL, as_output_space, from_log, log_or_none, to_log
+from letcc.codes.output_space import (LOG_FLOOR, PROB_SUM_TOL, as_output_space, from_log, log_or_none,
+                                     probability_answers_logged)
 from letcc.codes import systematic as _sys
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv, smoother_rows
@@ -92,33 +94,54 @@ class LeTCC(Code):
         as many encoders for subsets of the workers (``encode(X, rows=...)``).
     adversaries : int, default 0
         E, the wrong answers per decode to tolerate. 0 is the plain decoder.
-        E > 0: before decoding, the spline locator (letcc.codes.robust)
-        erases up to E answers, one at a time, each the answer that
-        disagrees most both with a detection smoothing spline through the
-        others (leave-one-out residual, pooled over all outputs) and with
-        its nearest answers, and the remaining answers are decoded exactly
-        as the plain decoder decodes that set (in the linear space, or the
-        log space with output_space='log'). Costs one pass over the
-        outputs (their Gram matrix) plus O(E n^3) per decode. At least 3 answers are always kept: with n answers at
-        most min(E, n - 3) are erased (fewer than 4 answers: none, the plain
-        decode). ``decode(..., return_flagged=True)`` also returns the erased
-        workers. All of Y's trailing axes are one round: a flagged worker is
-        erased for all of them.
+        E > 0: answers that cannot be right are erased first (``valid``),
+        then a clean-round test decides whether the round holds a wrong
+        answer at all (letcc.codes.clean_round): the spline locator
+        (letcc.codes.robust) scores every answer (how much it disagrees
+        both with a detection smoothing spline through the others and with
+        its nearest answers) and the top-scored one is erased only while
+        the round's statistic (top score over the median leave-one-out
+        score) exceeds a threshold, one erasure at a time, at most E minus
+        the invalid answers, at least 3 answers kept (fewer than 4 answers:
+        none). The answers kept are decoded by the plain decoder, in the
+        space it would use (``output_space``): a round with nothing erased
+        is decoded bit for bit as adversaries=0 decodes it. Probability
+        answers are scored in the log space they are decoded in. Costs
+        the answers' Gram matrix (one pass over the outputs, n^2 m flops)
+        plus O(E n^3) per decode. ``decode(..., return_flagged=True)`` also
+        returns the erased workers. All of Y's trailing axes are one round:
+        a flagged worker is erased for all of them.
     flag_threshold : float or None, default None
-        None: always erase E answers (ApproxIFER's rule). A number t > 0:
-        erase an answer only when its score exceeds t^2 times the median
-        score (a z-rule on the LOO residual norms), so that rounds without
-        wrong answers keep every answer. ``float('inf')``: the spline locator
-        never erases (only ``valid``'s rejections are erased).
-    valid : None, 'simplex' or callable, default None (with output_space='log': 'simplex')
+        None: the calibrated clean-round test (``false_alarm``). A number t
+        > 0: the caller's own threshold, erase while the top score exceeds
+        t^2 times the median leave-one-out score. ``float('inf')``: the
+        spline locator never erases (only ``valid``'s rejections are).
+    false_alarm : float or None, default 1e-3
+        With flag_threshold=None: the rate of honest rounds in which the
+        clean-round test erases an answer, in [1e-4, 0.5]. The threshold
+        for n answers is the (1 - false_alarm) quantile of the statistic
+        over synthetic honest rounds through this code's own encoder
+        (random smooth networks; log-softmax of them for probability
+        answers), computed on first use for each (n, space), about 1 s,
+        and cached per process (letcc.codes.clean_round.CALIBRATIONS). The
+        rate on a real model's rounds is measured in
+        bench/results/adversarial.md. None: no test, E erasures in every
+        round (ApproxIFER's rule, the decoder before issue 28).
+    valid : 'auto', None, 'simplex' or callable, default 'auto'
         With adversaries > 0: answers that cannot be right are erased before
         the spline locator runs, all of them (they are flagged too), and the
-        locator erases at most E minus their number more. 'simplex': every
-        class vector of an answer (its last axis) must be a probability
-        vector (finite, entries >= -1e-3, sum 1 within 1e-3), as a
-        classifier's softmax is; a callable: ``valid(Y) -> (len(Y),) bool``,
-        True for a possible answer. Costs one pass over the outputs.
-        ValueError when every answer fails. Ignored with adversaries=0.
+        locator erases at most E minus their number more. 'auto': a round
+        decoded in log space (probability answers: with output_space='auto'
+        when at most E answers are not probability vectors, or
+        output_space='log') erases its answers that are not probability
+        vectors (finite, >= 0, each class vector summing to 1 within
+        PROB_SUM_TOL): a softmax model cannot return them; other rounds
+        check nothing. 'simplex': every class vector of an answer (its last
+        axis) must be a probability vector (finite, entries >= -1e-3, sum 1
+        within 1e-3); a callable: ``valid(Y) -> (len(Y),) bool``, True for
+        a possible answer. ValueError when every answer fails. None: no
+        check (and output_space='auto' logs a round only when every answer
+        is a probability vector). Ignored with adversaries=0.
     output_space : 'auto', 'linear' or 'log', default 'auto'
         Where the decoder works. 'linear': on the outputs as they are (any
         f). 'log': for workers that return probabilities over the last axis
@@ -134,12 +157,13 @@ class LeTCC(Code):
         outputs, signed or integer data: decoded exactly as with 'linear',
         bit for bit). ``last_output_space`` says which the latest decode
         used. 'auto' decides so only with lam_dec='auto' (the built-in rule
-        has a version for each space) and adversaries=0; with a lam or a
+        has a version for each space), with or without adversaries (with
+        adversaries > 0 a round is probability answers when at most E of
+        them are not, see ``valid``); with a lam or a
         policy of the caller's (e.g. calibrated by letcc.tune or
-        LamPolicy.calibrate, which score linear decodes), or with
-        adversaries > 0 (the robust decoder's scores were measured in the
-        linear space), it decodes linearly: pass output_space='log' to
-        combine those with the log space. letcc.codes.output_space says why: on the eight classifiers of
+        LamPolicy.calibrate, which score linear decodes) it decodes
+        linearly: pass output_space='log' to combine those with the log
+        space. letcc.codes.output_space says why: on the eight classifiers of
         bench/results/accuracy.md the log space lowered the softmax MSE
         against BACC by 36-89% (linear: 16-37%) and raised the decoded
         accuracy by +1.6 to +11 points over BACC's (linear: -0.3 to +2.2),
@@ -147,7 +171,8 @@ class LeTCC(Code):
         and the softmax are two compiled passes for numpy answers (about
         1-2 us per decode at 10 classes; more at 1000 classes, see the
         README); the encoder is the same in every space. With adversaries
-        > 0, 'log' runs the adversary detection on the log outputs.
+        > 0, the adversary detection runs on the log outputs of a round
+        decoded in log space.
     systematic : bool, default False
         True: K of the N workers are the inputs' own nodes (their coded
         inputs are the inputs, copied bit for bit), the other N - K are
@@ -170,14 +195,23 @@ class LeTCC(Code):
     float64 array when the policy chose one lam per alpha_k) and
     ``last_output_space`` ('linear' or 'log': the space the latest decode
     worked in; None before the first, and after a systematic decode that
-    estimated nothing) and ``systematic_workers`` (the K systematic workers'
-    indices, a tuple in alpha's order; None unless systematic=True).
+    estimated nothing), ``systematic_workers`` (the K systematic workers'
+    indices, a tuple in alpha's order; None unless systematic=True). With adversaries > 0,
+    ``last_clean_round``: the latest decode's clean-round test, a dict with
+    the top-scored ``worker``, the round's ``statistic`` and the
+    ``threshold`` it was held to (None with false_alarm=None); None when
+    the locator did not run (fewer than 4 answers, nothing left of E, or
+    flag_threshold=inf). A wrong answer that one round cannot tell from an
+    honest one (a relabelled class) is still top-scored far more often
+    than an honest worker (bench/results/adversarial.md, first table: 2
+    fixed relabelling workers of 22 on the classifiers): evidence for the
+    caller to pool over rounds.
     """
 
     def __init__(self, K: int, N: int, lam_enc: Any = "auto", lam_dec: Any = "auto", alpha: ArrayLike | None = None,
                  beta: ArrayLike | None = None, plan_cache_size: int = 128, adversaries: int = 0,
-                 flag_threshold: float | None = None, output_space: str = "auto", valid: Any = None,
-                 systematic: bool = False) -> None:
+                 flag_threshold: float | None = None, output_space: str = "auto", valid: Any = "auto",
+                 false_alarm: float | None = FALSE_ALARM, systematic: bool = False) -> None:
         self.K = as_count(K, "K")
         self.output_space = as_output_space(output_space)
         self._log = self.output_space == "log"
@@ -186,9 +220,8 @@ class LeTCC(Code):
         self.flag_threshold = None if flag_threshold is None else as_real(flag_threshold, "flag_threshold", 0.0,
                                                                           strict=True, finite=False)
         self._detection = DetectionSplines(plan_cache_size)
-        self.valid = check_valid(valid)
-        if self._log and self.adversaries and self.valid is None:
-            self.valid = "simplex"      # the log space takes probabilities: anything else is wrong
+        self.valid = check_valid(valid, allow_auto=True)
+        self.false_alarm = None if false_alarm is None else check_false_alarm(false_alarm)
         self.alpha = chebyshev_first_kind(self.K) if alpha is None else as_nodes(alpha, self.K, "alpha")
         self._layout = None
         if _sys.check_systematic(systematic, self.K, self.N):
@@ -210,7 +243,7 @@ class LeTCC(Code):
         # decides only for the built-in lam rule, which has a log-space
         # version; a lam or policy given by the caller (e.g. calibrated by
         # letcc.tune on linear decodes) and the robust decoder stay linear.
-        auto_decides = isinstance(lam_dec, str) and lam_dec == "auto" and not self.adversaries
+        auto_decides = isinstance(lam_dec, str) and lam_dec == "auto"
         self._space = (None if auto_decides else "linear") if self.output_space == "auto" else self.output_space
         # A policy that states the local-gap rule (lam_defaults' protocol) has
         # lams that are a function of the answering set alone and valid by
@@ -220,6 +253,8 @@ class LeTCC(Code):
         self.lam_dec = lam_dec
         self.lam_enc = resolve_lam_enc(lam_enc, lam_dec, self.K, self.N)
         self.encoder = SplineSmoother(self.alpha, self.beta, lam=self.lam_enc)
+        self._clean_test = None if self.false_alarm is None else CleanRoundTest(
+            self.alpha, self.beta, self.lam_enc, self.encoder, self.false_alarm, self._detection)
         self._decoders = PlanCache(plan_cache_size)
         self._row_encoders = PlanCache(plan_cache_size)
         self.last_lam_dec: float | None = None
@@ -370,6 +405,11 @@ class LeTCC(Code):
             return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
         if self.adversaries:
             return self._decode_robust(avail, Y, return_flagged)
+        return self._decode_plain(avail, Y, return_flagged)
+
+    def _decode_plain(self, avail: np.ndarray, Y, return_flagged: bool) -> Any:
+        """decode() with adversaries=0 (checked avail and Y); also the robust
+        decoder's last step, on the answers it keeps."""
         space = self._space
         if space != "linear":
             # Where the previous decode was in log space (a classifier's
@@ -395,10 +435,7 @@ class LeTCC(Code):
             if Z is False or (Z is None and space == "log"):
                 Z = log_or_none(Y, strict=space == "log")
             if Z is not None:
-                self.last_output_space = "log"
-                est = self._decode_rows(avail, Z, self._plan_log, permutable=self._set_keyed)
-                if not (type(est) is np.ndarray and _core.softmax_last_axis(est)):
-                    est = from_log(est)
+                est = self._decode_log(avail, Z)
                 return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
         self.last_output_space = "linear"
         # only a stated local-gap rule gives dense decoders without looking at
@@ -406,58 +443,112 @@ class LeTCC(Code):
         est = self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
         return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
 
-    def _decode_robust(self, avail: np.ndarray, Y, return_flagged: bool):
-        """decode() with adversaries > 0: valid's rejections and the spline
-        locator's erasures, then the plain decode of the rest (log space only
-        with output_space='log')."""
-        if self.valid is not None:
-            avail, Y, invalid = self._erase_invalid(avail, Y)
-        if self._log:
-            if Y.ndim < 2:
-                raise ValueError("output_space='log' needs a class axis: Y must be (len(available), ..., classes), "
-                                 f"got shape {tuple(Y.shape)}")
-            Y = to_log(Y)
-        budget = self.adversaries if self.valid is None else max(self.adversaries - invalid.size, 0)
-        avail, Y, flagged = self._erase_flagged(avail, Y, budget)
-        if self.valid is not None and invalid.size:
-            flagged = np.union1d(invalid, flagged)
-        self.last_output_space = "log" if self._log else "linear"
-        est = self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
-        if self._log:
+    def _decode_log(self, avail: np.ndarray, Z):
+        """The estimates from the log outputs Z of the answers `avail`."""
+        self.last_output_space = "log"
+        est = self._decode_rows(avail, Z, self._plan_log, permutable=self._set_keyed)
+        if not (type(est) is np.ndarray and _core.softmax_last_axis(est)):
             est = from_log(est)
+        return est
+
+    def _decode_robust(self, avail: np.ndarray, Y, return_flagged: bool):
+        """decode() with adversaries > 0: the answers that cannot be right
+        erased (valid), the clean-round test and the spline locator's
+        erasures (letcc.codes.clean_round), then the plain decode of the
+        answers kept: a round with nothing erased is decoded bit for bit as
+        adversaries=0 decodes it."""
+        self.last_clean_round = None
+        space, n, E = self._space, avail.size, self.adversaries
+        Z = prob = logs = None
+        if space is None or (space == "log" and self.valid is not None):
+            if type(Y) is np.ndarray:       # all probability rows: checked and logged in one compiled pass
+                Z = _core.log_prepare(Y, True, PROB_SUM_TOL, LOG_FLOOR)
+                Z = None if Z is False else Z
+            if Z is not None:
+                prob = np.ones(n, dtype=bool)
+            else:       # answer by answer; more than E (valid=None: any) failures end the scan
+                prob, logs = probability_answers_logged(Y, E if self.valid is not None else 0)
+        log = space == "log"
+        if space is None and prob is not None and prob.any():
+            # a classifier's round holds at most E answers that are not
+            # probabilities; with valid=None nothing may be erased for it
+            k = int(np.count_nonzero(prob))
+            log = k == n or (self.valid is not None and k >= n - E)
+        if log and Y.ndim < 2:
+            raise ValueError("output_space='log' needs a class axis: Y must be (len(available), ..., classes), "
+                             f"got shape {tuple(Y.shape)}")
+        bad = None
+        if self.valid not in (None, "auto"):
+            bad = invalid_rows(Y, to_host_2d(Y), self.valid)
+        if log and prob is not None and self.valid is not None and not prob.all():
+            bad = ~prob if bad is None else bad | ~prob   # not a probability vector: wrong by construction
+        invalid = np.zeros(0, dtype=np.int64)
+        if bad is not None and bad.any():
+            if bad.all():
+                raise ValueError(f"every answer of this decode fails valid={self.valid!r}: nothing to decode")
+            keep_rows = np.flatnonzero(~bad)
+            invalid = np.sort(avail[bad])
+            avail, Y, Z = avail[keep_rows], take_rows(Y, keep_rows), None
+            if log and logs is not None:        # the logs the check took, of the answers kept
+                Z = np.concatenate([logs[i] for i in keep_rows])
+        if log and Z is None:
+            Z = log_or_none(Y, strict=True)
+        avail, Y, Z, flagged = self._erase_flagged(avail, Y, Z if log else None, max(E - invalid.size, 0))
+        if invalid.size:
+            flagged = np.union1d(invalid, flagged)
+        # the plain decoder's own steps on the answers kept (in log space on
+        # the logs already taken: the same numbers as its fused pass)
+        est = self._decode_log(avail, Z) if log else self._decode_plain(avail, Y, False)
         return (est, flagged) if return_flagged else est
 
-    def _erase_invalid(self, avail: np.ndarray, Y):
-        """(avail', Y', invalid): the answers ``valid`` rejects removed (all of
-        them, keeping at least one answer)."""
-        bad = invalid_rows(Y, to_host_2d(Y), self.valid)
-        if not bad.any():
-            return avail, Y, np.zeros(0, dtype=np.int64)
-        if bad.all():
-            raise ValueError(f"every answer of this decode fails valid={self.valid!r}: nothing to decode")
-        keep_rows = np.flatnonzero(~bad)
-        return avail[keep_rows], take_rows(Y, keep_rows), np.sort(avail[bad])
+    last_clean_round: dict | None = None
 
-    def _erase_flagged(self, avail: np.ndarray, Y, budget: int):
-        """(avail', Y', flagged): the spline locator's erasures removed."""
+    def _erase_flagged(self, avail: np.ndarray, Y, Z, budget: int):
+        """(avail', Y', Z', flagged): the spline locator's erasures removed.
+        Z: Y's log when the locator scores the log space (probability
+        answers), else None (it scores Y)."""
         if budget <= 0 or self.flag_threshold == np.inf:
-            return avail, Y, np.zeros(0, dtype=np.int64)
+            return avail, Y, Z, np.zeros(0, dtype=np.int64)
         ascending = bool((avail[1:] > avail[:-1]).all())
         order = np.arange(avail.size) if ascending else np.argsort(avail, kind="stable")
         srt = avail if ascending else avail[order]
-        Yh = to_host_2d(Y)
-        if Yh.dtype != np.float64:
-            Yh = Yh.astype(np.float64)
-        G = Yh @ Yh.T                                   # the one pass over the outputs
+        Dh = to_host_2d(Y if Z is None else Z)
+        if Dh.dtype != np.float64:
+            Dh = Dh.astype(np.float64)
+        G = Dh @ Dh.T                                   # the one pass over the outputs
+        # the caller's threshold, else the calibrated clean-round test, else
+        # (false_alarm=None) E erasures in every round
+        ratio = None if self.flag_threshold is not None or self._clean_test is None else \
+            self._clean_test.ratio_for("linear" if Z is None else "log")
+        report: dict = {}
         pos = spline_locate(self.beta[srt], None, budget, self._detection, self.flag_threshold,
-                            G=G if ascending else G[np.ix_(order, order)], knots=self._knots[srt])
+                            G=G if ascending else G[np.ix_(order, order)], knots=self._knots[srt], ratio=ratio,
+                            report=report)
+        if report:
+            # evidence for the caller to pool over rounds: where a wrong answer hides in
+            # one round, the top-scored worker is still the same adversary more often
+            self.last_clean_round = {"worker": int(srt[report["top"]]), "statistic": report["statistic"],
+                                     "threshold": report["threshold"]}
         if pos.size == 0:
-            return avail, Y, np.zeros(0, dtype=np.int64)
+            return avail, Y, Z, np.zeros(0, dtype=np.int64)
         flagged = np.sort(srt[pos])
         kept = np.ones(srt.size, dtype=bool)
         kept[pos] = False
         keep_rows = np.sort(order[kept])   # rows of Y kept, Y's order
-        return avail[keep_rows], take_rows(Y, keep_rows), flagged
+        return avail[keep_rows], take_rows(Y, keep_rows), None if Z is None else take_rows(Z, keep_rows), flagged
+
+    def clean_round_threshold(self, n: int, space: str = "linear") -> float:
+        """The clean-round test's threshold on the round statistic for n
+        answers scored in `space` ('linear', or 'log' for probability
+        answers), calibrated now if it is not yet (letcc.codes.clean_round;
+        1-2 s, then cached): call it ahead of serving for the answering-set
+        sizes expected, to keep the calibration out of the first rounds."""
+        if self._clean_test is None:
+            raise ValueError("this code has no clean-round test (false_alarm=None)")
+        n = as_int(n, "n", 4, self.N)
+        if space not in ("linear", "log"):
+            raise ValueError(f"space must be 'linear' or 'log', got {space!r}")
+        return self._clean_test.threshold(n, space)
 
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0

@@ -43,7 +43,8 @@ from letcc import _core
 from letcc.codes._arrays import is_torch_tensor
 
 __all__ = ["OUTPUT_SPACES", "LOG_FLOOR", "PROB_SUM_TOL", "as_output_space", "is_probability_rows", "to_log",
-           "from_log", "log_or_none", "softmax_"]
+           "from_log", "log_or_none", "softmax_", "probability_answers",
+           "probability_answers_logged"]
 
 OUTPUT_SPACES = ("auto", "linear", "log")
 # Probabilities below this are raised to it before the log (a float32 softmax
@@ -168,3 +169,58 @@ def from_log(Z):
     xp.exp(Z, out=Z)
     Z /= Z.sum(axis=-1, keepdims=True)
     return Z
+
+
+def probability_answers(Y):
+    """(n,) bool per answer (row) of Y (n, ..., classes): True where every
+    class vector of that answer passes is_probability_rows' test (finite,
+    >= 0, summing to 1 within PROB_SUM_TOL); None where Y cannot hold
+    probabilities at all (no class axis, not a float dtype). The decoder
+    with adversaries uses it to tell a classifier's round with a few wrong
+    answers (most rows pass) from outputs that are not probabilities."""
+    if len(Y.shape) < 2 or Y.shape[-1] == 0 or Y.shape[0] == 0:
+        return None
+    if is_torch_tensor(Y):
+        if not Y.is_floating_point():
+            return None
+        Y = Y.detach().cpu().numpy()
+    elif not isinstance(Y, np.ndarray):
+        Y = Y.get()                                  # CuPy: the check on the host (n rows)
+    if Y.dtype.kind != "f":
+        return None
+    n, C = Y.shape[0], Y.shape[-1]
+    V = Y.reshape(n, -1, C)
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(V).all(axis=(1, 2)) & (V.min(axis=(1, 2), initial=np.inf) >= 0)
+        sums = V.sum(axis=2, dtype=np.float64)
+        ok &= (np.abs(sums - 1.0) <= PROB_SUM_TOL).all(axis=1)
+    return ok
+
+
+def probability_answers_logged(Y, max_bad: int):
+    """(prob, logs) for the robust decoder: prob as probability_answers(Y),
+    and logs, a list with to_log(Y[i:i + 1]) for each answer i that passed
+    (None for the others), or None where Y is not a C-contiguous float32 /
+    float64 numpy array with a class axis (then prob is
+    probability_answers(Y)). The compiled check and log run answer by
+    answer, each stopping at its first bad class vector; once more than
+    `max_bad` answers have failed the rest are not looked at (prob False
+    there): the round is not one of probability answers, and logits or
+    regression outputs cost about (max_bad + 1) class vectors, not a pass."""
+    if not (type(Y) is np.ndarray and Y.ndim >= 2 and Y.flags.c_contiguous and Y.dtype in (np.float32, np.float64)
+            and Y.shape[-1] > 0 and Y.shape[0] > 0):
+        return probability_answers(Y), None
+    n = Y.shape[0]
+    prob = np.zeros(n, dtype=bool)
+    logs = [None] * n
+    bad = 0
+    for i in range(n):
+        Z = _core.log_prepare(Y[i:i + 1], True, PROB_SUM_TOL, LOG_FLOOR)
+        if Z is None or Z is False:
+            bad += 1
+            if bad > max_bad:
+                break
+        else:
+            prob[i] = True
+            logs[i] = Z
+    return prob, logs

@@ -47,13 +47,15 @@ quadratic forms of the Gram matrix G = Y Y^T (loo = diag(A G A^T) with the
 cached A = diag(1 / (1 - H_ii)) (I - H), nn and side from G_ii + G_kk - 2 G_ik), so
 a rescoring after an erasure costs O(n^3) for any m, not another pass.
 
-With ``flag_threshold=t`` a worker is erased only when its score exceeds
-t^2 times the median loo score of that step, so rounds without wrong answers
-can keep their workers; with None (the default) E workers are always erased,
-as ApproxIFER does; ``float('inf')`` never erases. Measured on the three
-classifiers no threshold separates honest from wrong answers (the largest
-honest score of a clean round is as large as a wrong answer's), which is
-why the default erases E.
+Each step may first test the round (``ratio``): the top-scored answer is
+erased only while round_statistic (the top score over the median loo score)
+exceeds a threshold; LeTCC's default takes it calibrated at a stated
+false-alarm rate (letcc.codes.clean_round), ``flag_threshold=t`` is the
+caller's own (t^2), ``float('inf')`` never erases, and LeTCC's
+``false_alarm=None`` erases E in every round, as ApproxIFER does. On the
+classifiers' probability answers the honest rounds' statistic is as large as
+a relabelled round's (bench/results/adversarial.md), so the test spares the
+clean rounds and leaves the valid-but-wrong answers mostly unflagged.
 
 Answers that cannot be right (``valid=``)
 -----------------------------------------
@@ -94,7 +96,8 @@ from letcc.codes._plan_cache import PlanCache
 from letcc.splines import SplineSmoother
 from letcc.splines.gcv import lam_scale
 
-__all__ = ["check_adversaries", "check_valid", "invalid_rows", "DetectionSplines", "spline_locate", "bw_needed", "bw_locator_values", "bw_locate"]
+__all__ = ["check_adversaries", "check_valid", "invalid_rows", "DetectionSplines", "erasable", "locator_scores",
+           "round_statistic", "spline_locate", "bw_needed", "bw_locator_values", "bw_locate"]
 
 
 # lam of the detection spline, in units of lam_scale (the Reinsch balance point)
@@ -214,17 +217,75 @@ def detection_knots(nodes: np.ndarray) -> np.ndarray:
     return -np.arccos(np.clip(nodes, -1.0, 1.0))
 
 
+# An answer whose nearest answering neighbour lies more than this many typical
+# gaps away (the median gap between consecutive answering knots) is never
+# erased by a test: its leave-one-out residual is an extrapolation across the
+# hole, large for honest answers too, and the decode leans on it most (measured,
+# bench/adversarial.py's smooth f: the only clean-round false alarms at
+# false_alarm=1e-3 were worker 0 with workers 1 and 2 straggling, each costing
+# 1100-3100x that round's MSE). 2.5: one missing neighbour (a gap of 2) keeps
+# an answer erasable, two missing in a row on every side (3) do not.
+ISOLATED_GAPS = 2.5
+
+
+def erasable(knots: np.ndarray) -> np.ndarray:
+    """(n,) bool: the answers (ascending detection knots) that a test may
+    erase: those with an answering neighbour within ISOLATED_GAPS median gaps."""
+    n = knots.shape[0]
+    if n < 3:
+        return np.ones(n, dtype=bool)
+    gaps = np.diff(knots)
+    near = np.minimum(np.concatenate(([np.inf], gaps)), np.concatenate((gaps, [np.inf])))
+    return near <= ISOLATED_GAPS * np.median(gaps)
+
+
+def locator_scores(A: np.ndarray, G: np.ndarray):
+    """(s, loo): the locator's scores s_i = min(loo_i, agreement_i) and the
+    leave-one-out scores loo_i of the answers whose Gram matrix is G (node
+    order), A their LOO operator (DetectionSplines.loo_operator)."""
+    loo = gram_scores(A, G)
+    return np.minimum(loo, neighbour_scores(G)), loo
+
+
+def round_statistic(s: np.ndarray, loo: np.ndarray) -> float:
+    """The clean-round statistic max_i s_i / median_i loo_i (0 when every
+    score is 0, inf when only the median is): free of the outputs' scale,
+    of a constant added to every answer and of a rotation of the output
+    space, so one threshold serves any f of the same smoothness."""
+    top = float(s.max())
+    n = loo.shape[0]
+    k = n // 2                      # the median, as np.median takes it (a third of its time)
+    if n % 2:
+        med = float(np.partition(loo, k)[k])
+    else:
+        part = np.partition(loo, (k - 1, k))
+        med = float((part[k - 1] + part[k]) / 2.0)
+    if top <= 0.0:
+        return 0.0
+    return top / med if med > 0.0 else np.inf
+
+
 def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSplines,
-                  flag_threshold=None, G=None, knots=None) -> np.ndarray:
+                  flag_threshold=None, G=None, knots=None, ratio=None, report=None) -> np.ndarray:
     """Positions (into the ascending `nodes` / rows of Y (n, m) float64) of the
     workers the spline locator erases, in the order erased (at most
     min(E, n - 3)). One pass over Y (its Gram matrix Y Y^T, or `G` when
     given; `knots`: detection_knots(nodes) when precomputed); every step
-    after is on (n, n) matrices."""
+    after is on (n, n) matrices.
+
+    Each step erases the top-scored answer only while the round statistic
+    (round_statistic) exceeds a threshold: ``ratio`` (a number, or a
+    callable ``ratio(n_left)`` -> number: letcc.codes.clean_round's
+    calibrated test), else flag_threshold ** 2; neither: always (E steps).
+    A tested step looks only at the erasable answers (``erasable``).
+    ``report`` (a dict): filled with the first step's ``top`` (position of
+    the top-scored answer), ``statistic`` and ``threshold`` (None untested)."""
     n = nodes.shape[0]
     steps = min(E, n - 3)
     if steps <= 0:
         return np.zeros(0, dtype=np.int64)
+    if ratio is None and flag_threshold is not None:
+        ratio = flag_threshold * flag_threshold
     t = detection_knots(nodes) if knots is None else knots
     if G is None:
         G = Y @ Y.T
@@ -233,10 +294,17 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     for _ in range(steps):
         A = splines.loo_operator(t[keep] if erased else t)
         Gk = G[keep][:, keep] if erased else G
-        loo = gram_scores(A, Gk)
-        s = np.minimum(loo, neighbour_scores(Gk))
+        s, loo = locator_scores(A, Gk)
+        if ratio is not None:
+            s = np.where(erasable(t[keep]), s, 0.0)
         i = int(np.argmax(s))
-        if flag_threshold is not None and not s[i] > flag_threshold * flag_threshold * np.median(loo):
+        if ratio is not None:
+            r = ratio(keep.size) if callable(ratio) else ratio
+            stat = round_statistic(s, loo)
+        if report is not None and not erased:
+            report.update(top=int(keep[i]), statistic=stat if ratio is not None else round_statistic(s, loo),
+                          threshold=r if ratio is not None else None)
+        if ratio is not None and not stat > r:
             break
         erased.append(int(keep[i]))
         keep = np.concatenate((keep[:i], keep[i + 1:]))
@@ -248,13 +316,16 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
 SIMPLEX_TOL = 1e-3
 
 
-def check_valid(valid):
-    """None, 'simplex' or a callable; ValueError / TypeError naming the value."""
+def check_valid(valid, allow_auto: bool = False):
+    """None, 'simplex' or a callable (and 'auto' where `allow_auto`: LeTCC's
+    default, the probability check on rounds of probability answers);
+    ValueError naming the value."""
     if valid is None or callable(valid):
         return valid
-    if isinstance(valid, str) and valid == "simplex":
+    if isinstance(valid, str) and (valid == "simplex" or (allow_auto and valid == "auto")):
         return valid
-    raise ValueError(f"valid must be None, 'simplex' or a callable Y -> (n,) bool, got {valid!r}")
+    kinds = "None, 'auto', 'simplex'" if allow_auto else "None, 'simplex'"
+    raise ValueError(f"valid must be {kinds} or a callable Y -> (n,) bool, got {valid!r}")
 
 
 def invalid_rows(Y, Yh: np.ndarray, valid) -> np.ndarray:

@@ -1,0 +1,164 @@
+"""The clean-round test in front of LeTCC's spline locator (issue 28).
+
+``LeTCC(K, N, adversaries=E)`` erases an answer only when the round gives
+evidence that it holds a wrong one, as a Reed-Solomon decoder checks the
+syndrome before it corrects. The locator (letcc.codes.robust.spline_locate)
+scores every answer (s_i: the smaller of its leave-one-out residual and its
+disagreement with its nearest answers) and the round by
+
+    T = max_i s_i / median_i loo_i          (robust.round_statistic)
+
+T is free of the outputs' scale, of a constant added to every answer and of
+a rotation of the output space; what it still depends on is how smooth the
+coded outputs are along the worker nodes, which the code itself fixes: the
+workers evaluate f on the encoder's spline through K inputs, so between two
+input nodes f is seen along a short smooth curve, whatever f is. The test
+is sequential: while T exceeds the threshold for the number of answers
+left, the top-scored answer is erased and the rest rescored (at most E
+erasures, at least 3 answers kept; an answer with no answering neighbour
+within 2.5 typical gaps is never erased by the test, robust.erasable: its
+residual is an extrapolation and the decode leans on it); a round whose first T is below the
+threshold keeps every answer and is decoded by the plain decoder, bit for
+bit.
+
+Calibration. The threshold for n answers is the (1 - false_alarm) quantile
+of T over honest synthetic rounds made with the code's own encoder: K
+inputs drawn N(0, 1) in 8 dimensions, encoded (the code's alpha, beta,
+lam_enc), pushed through a random smooth network f(x) = W tanh(g V x + b)
+(16 hidden units, 10 outputs, g log-uniform in [0.3, 3] from nearly linear to
+strongly bent), and the answering set drawn uniformly among the sets of n
+workers. For a decode in log space (probability answers) the round's
+outputs are log_softmax(c f(x)), c log-uniform in [1, 30] (soft to
+saturated classifiers), scored in the log space as the decoder scores them.
+``max(4000, 20 / false_alarm)`` rounds (20 exceedances expected above the
+quantile), 64 answering sets, a fixed seed: deterministic, about 1-2 s (2 busy cores)
+once per (code nodes, lam_enc, n, space, false_alarm) and process, cached
+here (``CALIBRATIONS``), shared by every code with the same nodes.
+
+Why it transfers, and where it does not: a real model is seen through the
+same encoder at the same nodes, so the curve each worker evaluates has the
+geometry the synthetic rounds have; what differs is how sharply f bends
+along it. bench/results/adversarial.md measures the false-alarm rate of this
+threshold on the real models' honest rounds, and what it costs.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from letcc.codes._plan_cache import PlanCache
+from letcc.codes.robust import DetectionSplines, detection_knots, erasable, locator_scores, round_statistic
+
+__all__ = ["FALSE_ALARM", "check_false_alarm", "calibrate", "calibration_rounds", "synthetic_outputs",
+           "CleanRoundTest", "CALIBRATIONS"]
+
+# the default false-alarm rate per honest round: a clean round of a code with
+# adversaries > 0 keeps all its answers with probability 1 - FALSE_ALARM
+FALSE_ALARM = 1e-3
+# rates calibrate() can estimate: below 1e-4 the synthetic rounds needed
+# (20 / rate) take more than a few seconds; above 0.5 "false alarm" means
+# erasing in most clean rounds
+MIN_FALSE_ALARM, MAX_FALSE_ALARM = 1e-4, 0.5
+MIN_ROUNDS = 4000
+EXCEEDANCES = 20
+SETS = 64
+SEED = 28
+DIM_IN, HIDDEN, DIM_OUT = 8, 16, 10
+BEND = (0.3, 3.0)          # g: the network's input gain (how far tanh bends)
+SHARPNESS = (1.0, 30.0)    # c: the classifier's logit scale (log space only)
+
+# (alpha, beta, lam_enc, n, space, false_alarm) -> threshold on T
+CALIBRATIONS = PlanCache(256)
+
+
+def check_false_alarm(false_alarm) -> float:
+    """false_alarm as a float in [MIN_FALSE_ALARM, MAX_FALSE_ALARM];
+    TypeError / ValueError naming the value."""
+    if isinstance(false_alarm, (bool, np.bool_)) or not isinstance(false_alarm, numbers.Real):
+        raise TypeError(f"false_alarm must be a real number (the rate of clean rounds in which an honest "
+                        f"answer is erased), got {type(false_alarm).__name__} {false_alarm!r}")
+    fa = float(false_alarm)
+    if not (MIN_FALSE_ALARM <= fa <= MAX_FALSE_ALARM):
+        raise ValueError(f"false_alarm must be in [{MIN_FALSE_ALARM:g}, {MAX_FALSE_ALARM:g}] (a rate per clean "
+                         f"round the calibration can estimate), got {false_alarm!r}")
+    return fa
+
+
+def calibration_rounds(false_alarm: float) -> int:
+    """Synthetic honest rounds behind one threshold."""
+    return max(MIN_ROUNDS, int(np.ceil(EXCEEDANCES / false_alarm)))
+
+
+def _log_uniform(rng, lo_hi, size):
+    lo, hi = np.log(lo_hi[0]), np.log(lo_hi[1])
+    return np.exp(rng.uniform(lo, hi, size))
+
+
+def synthetic_outputs(encoder, K: int, rounds: int, space: str, rng: np.random.Generator) -> np.ndarray:
+    """(N, rounds, DIM_OUT) float64: every worker's answer in `rounds` honest
+    synthetic rounds through `encoder` (a (K,) -> (N,) SplineSmoother), in
+    the space the decoder scores them ('linear': f's outputs; 'log':
+    log_softmax(c f))."""
+    X = rng.standard_normal((K, rounds, DIM_IN))
+    U = np.asarray(encoder(X), dtype=np.float64)                         # (N, rounds, DIM_IN)
+    g = _log_uniform(rng, BEND, rounds)
+    V = rng.standard_normal((rounds, HIDDEN, DIM_IN)) * (g / np.sqrt(DIM_IN))[:, None, None]
+    b = rng.standard_normal((rounds, HIDDEN))
+    W = rng.standard_normal((rounds, DIM_OUT, HIDDEN)) / np.sqrt(HIDDEN)
+    H = np.tanh(np.einsum("rhd,nrd->nrh", V, U) + b[None])
+    O = np.einsum("roh,nrh->nro", W, H)
+    if space == "log":
+        O *= _log_uniform(rng, SHARPNESS, rounds)[None, :, None]
+        O -= O.max(axis=-1, keepdims=True)
+        O -= np.log(np.exp(O).sum(axis=-1, keepdims=True))
+    return O
+
+
+def calibrate(encoder, beta: np.ndarray, K: int, n: int, space: str, false_alarm: float,
+              splines: DetectionSplines | None = None, seed: int = SEED) -> float:
+    """The threshold on T for answering sets of n workers: the (1 -
+    false_alarm) quantile of T over calibration_rounds(false_alarm) honest
+    synthetic rounds (see the module docstring). Deterministic for a seed."""
+    N = beta.shape[0]
+    splines = DetectionSplines() if splines is None else splines
+    rng = np.random.default_rng([seed, K, N, n, space == "log"])
+    rounds = calibration_rounds(false_alarm)
+    O = synthetic_outputs(encoder, K, rounds, space, rng)
+    knots = detection_knots(beta)
+    stats = np.empty(rounds)
+    per_set = -(-rounds // SETS)
+    for j in range(SETS):
+        lo, hi = j * per_set, min((j + 1) * per_set, rounds)
+        if lo >= hi:
+            break
+        avail = np.sort(rng.choice(N, n, replace=False))
+        A = splines.loo_operator(knots[avail])
+        ok = erasable(knots[avail])                                         # as spline_locate's test
+        Os = O[avail, lo:hi]                                                # (n, r, m)
+        G = np.einsum("irm,jrm->rij", Os, Os)
+        for r in range(hi - lo):
+            s, loo = locator_scores(A, G[r])
+            stats[lo + r] = round_statistic(np.where(ok, s, 0.0), loo)
+    return float(np.quantile(stats, 1.0 - false_alarm, method="higher"))
+
+
+class CleanRoundTest:
+    """One code's clean-round thresholds, per (answers n, space), from the
+    process-wide CALIBRATIONS."""
+
+    def __init__(self, alpha: np.ndarray, beta: np.ndarray, lam_enc: float, encoder, false_alarm: float,
+                 splines: DetectionSplines):
+        self.false_alarm = false_alarm
+        self._key = (alpha.tobytes(), beta.tobytes(), float(lam_enc), false_alarm)
+        self._alpha, self._beta, self._encoder, self._splines = alpha, beta, encoder, splines
+
+    def threshold(self, n: int, space: str) -> float:
+        """The threshold on T for n answers decoded in `space` ('linear' or
+        'log'), calibrated on first use."""
+        return CALIBRATIONS.get(self._key + (int(n), space), lambda: calibrate(
+            self._encoder, self._beta, self._alpha.shape[0], int(n), space, self.false_alarm, self._splines))
+
+    def ratio_for(self, space: str):
+        """n -> threshold(n, space), for robust.spline_locate's ``ratio``."""
+        return lambda n: self.threshold(n, space)
