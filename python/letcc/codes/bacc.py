@@ -169,7 +169,7 @@ class BACC(Code):
         Y = self._outputs(Y, avail)
         flagged = np.zeros(0, dtype=np.int64)
         if self._layout is not None:
-            est = _sys.decode_bacc(self, Y, avail)
+            est = _sys.decode_bacc(self, Y, avail, berrut_matrix)
             return (est, flagged) if return_flagged else est
         if self.adversaries:
             need = bw_needed(self.K, self.adversaries)

@@ -305,11 +305,10 @@ def decode_letcc(code, Y, avail: np.ndarray):
     return est
 
 
-def decode_bacc(code, Y, avail: np.ndarray):
+def decode_bacc(code, Y, avail: np.ndarray, berrut_matrix):
     """decode() of BACC(..., systematic=True): exact rows where the systematic
-    worker answered, Berrut's interpolant through every answer elsewhere."""
-    from letcc.codes.bacc import berrut_matrix
-
+    worker answered, Berrut's interpolant through every answer elsewhere.
+    ``berrut_matrix`` is bacc.py's (passed in: bacc imports this module)."""
     Y = _as_float(Y)
     layout = code._layout
 
