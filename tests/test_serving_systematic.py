@@ -239,3 +239,36 @@ def test_hedge_after_needs_a_systematic_code(scripted_backend):
         CodedServer(lambda: None, letcc.BACC(2, 4), hedge_after="p90")
     with pytest.raises(ValueError, match=r"hedge_after must be seconds, 'pNN'"):
         CodedServer(lambda: None, letcc.BACC(2, 4, systematic=True), hedge_after="90")
+
+
+def test_systematic_rounds_keep_deadlines_backpressure_and_close(scripted_backend, rng):
+    """Nothing answers: at its deadline a request with nothing to decode times out (as
+    today); a full queue raises QueueFull; close(cancel=True) cancels what was not dispatched."""
+    from concurrent.futures import CancelledError
+
+    from letcc.serving import QueueFull
+
+    K, N = 2, 4
+    code = letcc.LeTCC(K, N, systematic=True)
+    s = CodedServer(lambda: None, code, max_batch_delay=1e6, hang_timeout=1e6, max_queue=3, rounds_in_flight=1,
+                    max_groups=1)
+    try:
+        be = ScriptedBackend.last
+        futs = [s.submit(x, deadline=0.05) for x in rng.random((K, D))]
+        started_round(be)
+        for f in futs:
+            with pytest.raises(TimeoutError, match=r"deadline of 0.05 s \(round \d+: answers from no worker\)"):
+                f.result(WAIT)
+        inflight = [s.submit(x) for x in rng.random((K, D))]        # round 2: in flight, the ring is full
+        wait_until(lambda: len(be.submitted) == 2, "the next round submitted")
+        queued = [s.submit(x) for x in rng.random((3, D))]
+        with pytest.raises(QueueFull, match=r"3 requests are waiting \(max_queue = 3\)"):
+            s.submit(np.zeros(D))
+    finally:
+        s.close(cancel=True, timeout=0.5)
+    for f in queued:
+        with pytest.raises(CancelledError):
+            f.result(WAIT)
+    for f in inflight:                      # unanswered when close's timeout ran out
+        with pytest.raises(RuntimeError, match="closed before this request was answered"):
+            f.result(WAIT)
