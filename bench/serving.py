@@ -1,39 +1,52 @@
-"""Serving under load: LeTCC against uncoded + load balancer, replication and
-hedged requests, at the same number of workers (writes bench/results/serving.md
-and bench/results/serving.png).
+"""Serving under load: uncoded + load balancer, hedged requests, replication,
+LeTCC and the systematic codes at the same number of workers (writes
+bench/results/serving.md, serving.png and the raw cells in serving.json).
 
-Per (K, N) and delay model, every scheme gets one ``CodedServer`` (real worker
-processes, LeNet-5 of the experiments, 1 thread each) and, on it:
+Per part of the plan (``--plan``), (K, N) and delay model, every scheme gets
+one ``CodedServer`` (real worker processes, 1 thread each) and, on it:
 
 1. its capacity: closed loop, a window of requests kept outstanding, the
    completions per second (the load it can sustain);
 2. open-loop Poisson arrivals at fractions of the *uncoded* scheme's capacity
-   under the same delay model (``--loads``), plus one rate beyond the coded
-   scheme's capacity, so the table crosses every scheme's capacity. The arrival
-   times and inputs of a rate are the same for every scheme. Each rate runs
-   ``--duration`` seconds or ``--min-requests`` requests, whichever is longer
-   (p99.9 needs about 1000 requests to mean something).
+   under the same delay model (the part's loads). The arrival times and inputs
+   of a rate are the same for every scheme. Each rate runs ``--duration``
+   seconds or the part's request count, whichever is longer.
 
-Injected delays are real sleeps inside the workers:
+Two kinds of workers (``workers`` of a part):
 
-- per-task delays (Pareto shape 1.5, shifted exponential): drawn per task by
-  the server's straggler model, slept in the worker, dropped when the task is
-  cancelled (cancellation frees the worker);
-- a noisy neighbour: one worker at a time (a new one every `stretch` seconds,
-  the same schedule for every scheme) runs `factor` x slower: the model call
-  itself is slowed, so cancelling a task does not make the worker fast again.
+- ``dedicated`` (the dedicated-worker emulation, the issue-27 setting): each
+  worker's service time is slept, and the model's compute is negligible beside
+  it. The model is LeNet-5 with its outputs precomputed for the test images and
+  looked up by the input's bytes (a systematic worker, a replica, uncoded and
+  hedged tasks: about 2 us a row); an input that is no test image (a coded
+  blend of LeTCC / BACC) runs the real LeNet-5 (0.5-0.9 ms for 1-4 rows, 1
+  thread, measured at the start and written in the results). Per-task service
+  times are the straggler model's, Pareto(10 ms, 1.5) (median 15.9 ms, mean
+  30 ms) or 10 ms + Exp(mean 10 ms): cancellable sleeps before the call.
+- ``shared``: the real LeNet-5 compute of N workers on this host's cores, with
+  the delays of the earlier bench (Pareto(2 ms, 1.5)): coding's extra model
+  calls compete for the same 2 cores (CPU contention, not the scheme).
 
-Per scheme and rate: throughput, request latency p50 / p99 / p99.9, the gap
-p99.9 - p50, MSE and RelAcc (argmax agreement with the model run directly on
-the same inputs), rejections, timeouts, master CPU per request. Then where
-LeTCC stops beating each baseline, the issue's targets, and a rounds-in-flight
-sweep for LeTCC.
+Per-worker slowness (the noisy neighbour): one worker at a time (a new one
+every `stretch` seconds, the same schedule for every scheme) is `factor` x
+slower, inside the model call, so cancelling its task does not make it fast
+(dedicated: a 10 ms service time, 70 ms on the slow worker).
 
-    python bench/serving.py [--quick] [--sizes 8x16,16x32] [--delays pareto,shiftexp,noisy]
+Per scheme and rate: throughput, latency p50 / p99 / p99.9 (and how many
+samples lie beyond each), RelAcc against the model (argmax agreement with the
+model's output on the same input), the fraction of approximate answers and
+their RelAcc (degraded mode), SLO goodput (the fraction of *all* offered
+requests answered with the model's argmax within D, D = the uncoded scheme's
+p99 and p99.9 at the same rate), rejections, timeouts, hedges. Then the
+issue's targets, met or missed, with the numbers.
+
+    python bench/serving.py [--quick] [--plan all|target,real,...] [--report-only]
 """
 from __future__ import annotations
 
 import argparse
+import inspect
+import json
 import os
 import sys
 import threading
@@ -49,6 +62,22 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _report import RESULTS_DIR, markdown_table, write_report  # noqa: E402
 
 UNCODED = "Uncoded+LB"
+HEDGE_AFTER = "hedge_after" in inspect.signature(CodedServer).parameters
+
+# the plan: (part, workers, sizes, delays, loads (x uncoded capacity), requests per rate)
+PLAN = {
+    "target": ("dedicated", "8x10,8x12", "pareto", "0.1,0.25,0.5", 2000),
+    "real": ("shared", "8x12", "pareto", "0.1,0.25,0.5", 1000),
+    "nk2": ("dedicated", "6x12", "pareto", "0.25,0.5,0.9", 1000),
+    "light": ("dedicated", "8x12", "shiftexp,noisy", "0.25,0.5,0.9", 1000),
+    "heavy": ("dedicated", "8x10,8x12", "pareto", "0.9", 1000),
+    "pilot": ("dedicated", "8x12", "pareto", "0.1,0.25,0.5", 600),
+}
+QUICK_PLAN = {"target": ("dedicated", "4x6", "pareto", "0.25", 150),
+              "real": ("shared", "4x6", "noisy", "0.25", 100)}
+
+
+# ---- the workers' models --------------------------------------------------------------------
 
 
 class NoisyNeighbour:
@@ -75,12 +104,77 @@ class NoisyNeighbour:
         return slowed
 
 
-def start_server(factory, code, stragglers, wait_for, X, rounds_in_flight=None) -> CodedServer:
-    kw = dict(stragglers=stragglers, threads_per_worker=1, max_batch_delay=0.002,
-              rounds_in_flight=rounds_in_flight, seed=1)
-    if wait_for is not None:
-        kw["wait_for"] = wait_for
-    server = CodedServer(factory, code, **kw)
+class EmulatedModel:
+    """The dedicated-worker emulation's model: LeNet-5's outputs for the test
+    images `X` precomputed (`Y`) and looked up by the input row's bytes; a row
+    that is not a test image (a coded blend) runs the real model. With
+    `service` > 0 the call itself takes `service` seconds (slept up to it,
+    compute included), `factor` x that on the noisy neighbour of the moment
+    (worker `(floor(t / stretch) * 7 + seed) % N`; `factor` 1: none)."""
+
+    def __init__(self, factory, X, Y, service=0.0, N=1, factor=1.0, stretch=2.0, seed=0):
+        self.factory, self.X, self.Y = factory, np.ascontiguousarray(X), np.ascontiguousarray(Y)
+        self.service, self.N, self.factor, self.stretch, self.seed = service, N, factor, stretch, seed
+
+    def __call__(self):
+        from letcc.runtime.worker_common import prepare_model, worker_rank
+
+        call, _ = prepare_model(self.factory(), "cpu")
+        table = {x.tobytes(): y for x, y in zip(self.X, self.Y)}
+        rank, service, N, factor, stretch, seed = (worker_rank(), self.service, self.N, self.factor,
+                                                   self.stretch, self.seed)
+
+        def emulated(x):
+            t0 = time.perf_counter()
+            rows = [table.get(r.tobytes()) for r in x]
+            miss = [i for i, r in enumerate(rows) if r is None]
+            if miss:
+                ym = call(np.ascontiguousarray(x[miss]))
+                for i, y in zip(miss, ym):
+                    rows[i] = y
+            if service:
+                slow = factor if (int(time.time() / stretch) * 7 + seed) % N == rank else 1.0
+                left = t0 + service * slow - time.perf_counter()
+                if left > 0:
+                    time.sleep(left)
+            return np.stack(rows)
+        return emulated
+
+
+def compute_costs(base, X, exact) -> dict:
+    """What the emulation's compute costs here, against its slept service times (us per call)."""
+    from letcc.runtime.worker_common import prepare_model
+
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        call, _ = prepare_model(base(), "cpu")
+        emu = EmulatedModel(base, X, exact)()
+        out = {}
+        for b in (1, 2, 4):
+            for name, f, x in (("lenet5", call, X[:b] * 0.5 + X[b:2 * b] * 0.5), ("lookup", emu, X[:b])):
+                for _ in range(20):
+                    f(x)
+                ts = []
+                for _ in range(7):
+                    t = time.perf_counter()
+                    for _ in range(50):
+                        f(x)
+                    ts.append((time.perf_counter() - t) / 50)
+                out[f"{name}_{b}"] = 1e6 * min(ts)
+        return out
+    finally:
+        torch.set_num_threads(threads)
+
+
+# ---- servers and load ------------------------------------------------------------------------
+
+
+def start_server(factory, code, stragglers, X, **kw) -> CodedServer:
+    opts = dict(stragglers=stragglers, threads_per_worker=1, max_batch_delay=0.002, seed=1)
+    opts.update({k: v for k, v in kw.items() if v is not None})
+    server = CodedServer(factory, code, **opts)
     for f in [server.submit(x) for x in X[:64]]:      # warm up (the output probe, caches)
         f.result(120)
     return server
@@ -113,10 +207,12 @@ def capacity(server, X, seconds: float, window: int = 512) -> float:
 
 
 def serve(server, X, exact, arrivals) -> dict:
-    """Open-loop arrivals on a running server: per-request latencies and estimates."""
+    """Open-loop arrivals on a running server: the summary, and per request its
+    latency (nan: not answered), whether its argmax is the model's, approximate."""
     n = len(arrivals)
     lat = np.full(n, np.nan)
     est = [None] * n
+    approx = np.zeros(n, dtype=bool)
     status = np.zeros(n, dtype=np.int8)        # 0 ok, 1 timeout, 2 rejected, 3 error
     s0 = server.stats()
     t_start = time.perf_counter() + 0.05
@@ -128,7 +224,8 @@ def serve(server, X, exact, arrivals) -> dict:
         def cb(f):
             t = time.perf_counter()
             try:
-                est[i] = f.result()
+                est[i], info = f.result()
+                approx[i] = info.approximate
                 lat[i] = t - t_sub
             except TimeoutError:
                 status[i] = 1
@@ -146,7 +243,7 @@ def serve(server, X, exact, arrivals) -> dict:
             time.sleep(wait)
         t_sub = time.perf_counter()
         try:
-            f = server.submit(X[i % len(X)])
+            f = server.submit(X[i % len(X)], info=True)
         except QueueFull:
             status[i] = 2
             with lock:
@@ -161,21 +258,59 @@ def serve(server, X, exact, arrivals) -> dict:
     st = server.stats()
     ok = status == 0
     idx = np.flatnonzero(ok)
-    E = np.stack([est[i] for i in idx]) if idx.size else np.zeros((0,) + exact.shape[1:])
-    ref = exact[idx % len(X)]
+    correct = np.zeros(n, dtype=bool)
+    mse = float("nan")
+    if idx.size:
+        E = np.stack([est[i] for i in idx])
+        ref = exact[idx % len(X)]
+        correct[idx] = E.argmax(1) == ref.argmax(1)
+        mse = float(((E - ref) ** 2).sum(axis=1).mean())
+    summary = dict(n=n, answered=int(idx.size), throughput=idx.size / (t_end - t_start), mse=mse,
+                   rejected=int((status == 2).sum()), timeouts=int((status == 1).sum()),
+                   errors=int((status == 3).sum()), hedges=st["hedges"] - s0["hedges"],
+                   late_exact=st["late_exact"] - s0["late_exact"],
+                   cpu_us=1e6 * (st["master_cpu_per_request"] * st["completed"]
+                                 - s0["master_cpu_per_request"] * s0["completed"])
+                   / max(1, st["completed"] - s0["completed"]))
+    return dict(summary=summary, lat=lat, correct=correct, approx=approx)
+
+
+def metrics(cell: dict) -> dict:
+    """The per-request record of a cell -> latency quantiles, accuracy, degraded mode."""
+    lat, correct, approx = cell["lat"], cell["correct"], cell["approx"]
+    ok = ~np.isnan(lat)
     lt = lat[ok]
     q = (lambda p: float(np.percentile(lt, p)) if lt.size else float("nan"))
-    cpu = (st["master_cpu_per_request"] * st["completed"] - s0["master_cpu_per_request"] * s0["completed"])
-    return dict(throughput=idx.size / (t_end - t_start), p50=q(50), p99=q(99), p999=q(99.9), n=n,
-                mse=float(((E - ref) ** 2).sum(axis=1).mean()) if idx.size else float("nan"),
-                relacc=float((E.argmax(1) == ref.argmax(1)).mean()) if idx.size else float("nan"),
-                rejected=int((status == 2).sum()), timeouts=int((status == 1).sum()),
-                errors=int((status == 3).sum()), hedges=st["hedges"] - s0["hedges"],
-                cpu_us=1e6 * cpu / max(1, st["completed"] - s0["completed"]))
+    na = int(approx[ok].sum())
+    return dict(cell["summary"], p50=q(50), p99=q(99), p999=q(99.9),
+                relacc=float(correct[ok].mean()) if ok.any() else float("nan"),
+                approx=na / max(1, int(ok.sum())),
+                approx_relacc=float(correct[ok & approx].mean()) if na else float("nan"), n_approx=na)
 
 
-def delay_models(base, N, S):
-    """name -> (title, stragglers for LeTCC (count rule S), stragglers for the baselines, factory)."""
+def goodput(cell: dict, D: float) -> float:
+    """The fraction of the offered requests answered with the model's argmax within D seconds."""
+    lat = np.nan_to_num(cell["lat"], nan=np.inf)
+    return float(((lat <= D) & cell["correct"]).mean())
+
+
+# ---- delay models and schemes ---------------------------------------------------------------
+
+
+def delay_models(workers, base, X, exact, N, S):
+    """name -> (title, stragglers for the coded schemes (count rule S), for the others, factory)."""
+    if workers == "dedicated":
+        emu = EmulatedModel(base, X, exact)
+        return {
+            "pareto": ("Pareto(scale 10 ms, shape 1.5) service time per task (median 15.9 ms, mean 30 ms)",
+                       lambda: Pareto(0.010, 1.5, stragglers=S), lambda: Pareto(0.010, 1.5), emu),
+            "shiftexp": ("shifted exponential service time per task (10 ms + Exp(mean 10 ms))",
+                         lambda: ShiftedExponential(0.010, 1 / 0.010, stragglers=S),
+                         lambda: ShiftedExponential(0.010, 1 / 0.010), emu),
+            "noisy": ("noisy neighbour: 10 ms per task, one worker at a time 7x slower (70 ms) for 2 s "
+                      "(per worker)", lambda: None, lambda: None,
+                      EmulatedModel(base, X, exact, service=0.010, N=N, factor=7.0)),
+        }
     return {
         "pareto": ("Pareto(scale 2 ms, shape 1.5) per task",
                    lambda: Pareto(0.002, 1.5, stragglers=S), lambda: Pareto(0.002, 1.5), base),
@@ -187,208 +322,296 @@ def delay_models(base, N, S):
     }
 
 
-def letcc_names(K, N, waits):
-    """LeTCC's variants: one per straggler count S (waiting for N - S answers)."""
-    return {f"LeTCC({K},{N})" if S == N // 4 else f"LeTCC({K},{N},S={S})": S for S in waits}
-
-
-def schemes(K, N, waits):
-    """name -> (code, wait_for, coded?): the uncoded scheme first (its capacity sets the rates)."""
-    out = {UNCODED: lambda: (letcc.Uncoded(N), None, False)}
-    for name, S in letcc_names(K, N, waits).items():
-        out[name] = (lambda S=S: (letcc.LeTCC(K, N), N - S, True))
-    out[f"Replication({K},x{N // K})"] = lambda: (letcc.Replication(K, N // K), None, False)
-    out[f"Hedged(N={N},p95)"] = lambda: (Hedged(N, 95), None, False)
+def schemes(K, N, args):
+    """name -> make() -> (code, coded?, server options): the uncoded scheme first (its
+    capacity sets the rates). Every scheme has the same N workers."""
+    S = N // 4
+    fb = args.fallback
+    sysopt = dict(fallback_after=fb, max_batch_delay=args.sys_batch_delay, rounds_in_flight=args.sys_rounds)
+    out = {UNCODED: lambda: (letcc.Uncoded(N), False, {})}
+    for p in (90, 95, 99):
+        out[f"Hedged(p{p})"] = (lambda p=p: (Hedged(N, p), False, {}))
+    if N % 2 == 0:
+        out[f"Replication({N // 2},x2)"] = lambda: (letcc.Replication(N // 2, 2), False, {})
+    out[f"LeTCC({K},{N})"] = lambda: (letcc.LeTCC(K, N), True, dict(wait_for=N - S))
+    out[f"LeTCC-sys({K},{N})"] = lambda: (letcc.LeTCC(K, N, systematic=True), True, dict(sysopt))
+    out[f"BACC-sys({K},{N})"] = lambda: (letcc.BACC(K, N, systematic=True), True, dict(sysopt))
+    if HEDGE_AFTER:
+        out[f"LeTCC-sys({K},{N})+hedge"] = lambda: (letcc.LeTCC(K, N, systematic=True), True,
+                                                     dict(sysopt, hedge_after=args.hedge_after))
     return out
 
 
-def waits_for(N, args):
-    return sorted({max(0, min(N - 1, round(f * N))) for f in args.stragglers}, reverse=True)
-
-
-def arrivals_for(rate, args, seed):
-    n = int(max(args.duration * rate, args.min_requests))
+def arrivals_for(rate, duration, n_min, seed):
+    n = int(max(duration * rate, n_min))
     return np.cumsum(np.random.default_rng(seed).exponential(1 / rate, n))
 
 
-def run_size(K, N, args, base, X, exact, log):
-    """Every delay model and scheme at one (K, N): rows, capacities, sections of the report."""
+# ---- the raw record (serving.json) ----------------------------------------------------------
+
+
+def key(part, size, dname):
+    return f"{part}/{size}/{dname}"
+
+
+def save(db, path):
+    def enc(cell):
+        return dict(summary=cell["summary"], lat=[None if np.isnan(v) else round(float(v), 7) for v in cell["lat"]],
+                    correct=cell["correct"].astype(int).tolist(), approx=cell["approx"].astype(int).tolist())
+    out = {k: dict(v, cells={f"{name}@{rate}": enc(c) for (name, rate), c in v["cells"].items()})
+           for k, v in db["groups"].items()}
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(dict(db, groups=out), f)
+    os.replace(tmp, path)
+
+
+def load(path):
+    with open(path) as f:
+        db = json.load(f)
+    for v in db["groups"].values():
+        cells = {}
+        for k, c in v["cells"].items():
+            name, rate = k.rsplit("@", 1)
+            cells[(name, int(rate))] = dict(summary=c["summary"],
+                                            lat=np.array([np.nan if x is None else x for x in c["lat"]]),
+                                            correct=np.array(c["correct"], dtype=bool),
+                                            approx=np.array(c["approx"], dtype=bool))
+        v["cells"] = cells
+    return db
+
+
+# ---- running a part -------------------------------------------------------------------------
+
+
+def run_group(db, part, workers, K, N, dname, loads, n_min, args, base, X, exact, log, save_db):
     S = N // 4
-    out = {}
-    for dname in args.delays.split(","):
-        title, strag_coded, strag_plain, factory = delay_models(base, N, S)[dname]
-        caps, rows, rates = {}, {}, None
-        for name, make in schemes(K, N, waits_for(N, args)).items():
-            if args.schemes and name != UNCODED and not any(name.startswith(p) for p in args.schemes.split(",")):
-                continue
-            code, wait_for, coded = make()
-            strag = strag_coded() if coded else strag_plain()
-            with start_server(factory, code, strag, wait_for, X) as server:
-                caps[name] = capacity(server, X, args.capacity_seconds)
-                log(f"{K}x{N} {dname} {name}: capacity {caps[name]:.0f} req/s")
-                if rates is None:                       # the uncoded scheme runs first
-                    rates = sorted({round(f * caps[UNCODED]) for f in args.loads})
-                if coded and 1.2 * caps[name] > rates[-1]:  # beyond the coded scheme's capacity too
-                    rates.append(round(1.2 * caps[name]))
-                for rate in rates:
-                    r = serve(server, X, exact, arrivals_for(rate, args, seed=int(rate)))
-                    rows[(name, rate)] = r
-                    log(f"{K}x{N} {dname} {name} {rate} req/s: p50 {1e3 * r['p50']:.1f} p99.9 "
-                        f"{1e3 * r['p999']:.1f} ms, {r['throughput']:.0f} req/s, rejected {r['rejected']}")
-        out[dname] = dict(title=title, caps=caps, rows=rows, rates=rates)
-    return out
-
-
-def cell(rows, name, rate):
-    return rows.get((name, rate))
-
-
-def table(d):
-    head = ["scheme", "offered req/s", "load (x uncoded cap.)", "achieved req/s", "p50", "p99", "p99.9",
-            "p99.9 - p50", "MSE", "RelAcc", "rejected", "timeouts", "hedges", "master CPU us/req"]
-    cap_u = d["caps"][UNCODED]
-    body = []
-    names = list(dict.fromkeys(n for n, _ in d["rows"]))
-    for rate in sorted({r for _, r in d["rows"]}):
-        for name in names:
-            r = cell(d["rows"], name, rate)
-            if r is None:
-                continue
-            body.append([name, rate, f"{rate / cap_u:.2f}", f"{r['throughput']:.0f}", f"{1e3 * r['p50']:.1f}",
-                         f"{1e3 * r['p99']:.1f}", f"{1e3 * r['p999']:.1f}", f"{1e3 * (r['p999'] - r['p50']):.1f}",
-                         f"{r['mse']:.2e}", f"{r['relacc']:.3f}", r["rejected"], r["timeouts"], r["hedges"],
-                         f"{r['cpu_us']:.0f}"])
-    caps = ", ".join(f"{n} {c:.0f}" for n, c in d["caps"].items())
-    return f"Capacity (closed loop, req/s): {caps}\n\n" + markdown_table(head, body, "l" + "r" * 13)
-
-
-def keeps_up(r, rate) -> bool:
-    return r["rejected"] == 0 and r["throughput"] >= 0.9 * rate
-
-
-def crossover_lines(d, letcc_name):
-    """Per baseline: the rates where LeTCC's p99.9 is below the baseline's, and the first where it is not."""
-    lines = []
-    rates = sorted({r for _, r in d["rows"]})
-    for base in [n for n in d["caps"] if n != letcc_name]:
-        wins, first_loss = [], None
-        for rate in rates:
-            a, b = cell(d["rows"], letcc_name, rate), cell(d["rows"], base, rate)
-            if a is None or b is None:
-                continue
-            if a["p999"] < b["p999"] and keeps_up(a, rate):
-                wins.append(rate)
-            elif first_loss is None:
-                first_loss = rate
-        cap_u = d["caps"][UNCODED]
-        lost = ("never (at every rate measured)" if first_loss is None
-                else f"at {first_loss} req/s ({first_loss / cap_u:.2f}x uncoded capacity)")
-        lines.append(f"- vs {base}: LeTCC's p99.9 lower at {wins or 'no rate'} req/s; stops beating it {lost}")
-    return lines
-
-
-def target_lines(d, letcc_name):
-    """The issue's Pareto targets at loads <= half the uncoded capacity."""
-    cap_u = d["caps"][UNCODED]
-    lines = []
-    for rate in sorted({r for _, r in d["rows"]}):
-        if rate > 0.5 * cap_u:
+    size = f"{K}x{N}"
+    g = db["groups"].setdefault(key(part, size, dname), dict(
+        part=part, workers=workers, size=size, K=K, N=N, delay=dname, caps={}, rates=None, cells={},
+        loads=loads, title=None))
+    title, strag_coded, strag_plain, factory = delay_models(workers, base, X, exact, N, S)[dname]
+    g["title"] = title
+    for name, make in schemes(K, N, args).items():
+        if args.schemes and name != UNCODED and not any(name.startswith(p) for p in args.schemes.split(",")):
             continue
-        a = cell(d["rows"], letcc_name, rate)
-        if a is None:
+        if name != UNCODED and g["rates"] is not None and all((name, r) in g["cells"] for r in g["rates"]) \
+                and not args.redo:
             continue
-        parts = []
-        for base in d["caps"]:
-            b = cell(d["rows"], base, rate)
-            if base != letcc_name and b is not None:
-                parts.append(f"{a['p999'] / b['p999']:.2f}x {base}'s")
-        ok_u = a["p999"] <= cell(d["rows"], UNCODED, rate)["p999"] / 3
-        ok_b = all(a["p999"] < cell(d["rows"], b, rate)["p999"] for b in d["caps"] if b not in (letcc_name, UNCODED))
-        lines.append(f"- {rate} req/s ({rate / cap_u:.2f}x): LeTCC p99.9 = {', '.join(parts)}; RelAcc "
-                     f"{a['relacc']:.3f}; p99.9 <= 1/3 uncoded: {'met' if ok_u else 'missed'}; below "
-                     f"replication and hedging: {'met' if ok_b else 'missed'}; RelAcc >= 0.95: "
-                     f"{'met' if a['relacc'] >= 0.95 else 'missed'}")
-    return lines
+        if name == UNCODED and g["rates"] is not None and not args.redo:
+            continue                                  # its capacity and cells are in the record
+        code, coded, opts = make()
+        strag = strag_coded() if coded else strag_plain()
+        t0 = time.perf_counter()
+        with start_server(factory, code, strag, X, **opts) as server:
+            g["caps"][name] = capacity(server, X, args.capacity_seconds)
+            if g["rates"] is None:                    # the uncoded scheme runs first
+                g["rates"] = sorted({max(1, round(f * g["caps"][UNCODED])) for f in loads})
+            log(f"{part} {size} {dname} {name}: capacity {g['caps'][name]:.0f} req/s; load average "
+                f"{os.getloadavg()[0]:.1f}")
+            for rate in g["rates"]:
+                cell = serve(server, X, exact, arrivals_for(rate, args.duration, n_min, seed=int(rate)))
+                cell["summary"]["loadavg"] = os.getloadavg()[0]
+                g["cells"][(name, rate)] = cell
+                m = metrics(cell)
+                log(f"  {rate} req/s: p50 {1e3 * m['p50']:.1f} p99 {1e3 * m['p99']:.1f} p99.9 "
+                    f"{1e3 * m['p999']:.1f} ms, RelAcc {m['relacc']:.4f}, approx {m['approx']:.4f} "
+                    f"(RelAcc {m['approx_relacc']:.3f}), {m['throughput']:.0f} req/s, rejected {m['rejected']}, "
+                    f"timeouts {m['timeouts']}, hedges {m['hedges']}")
+        log(f"  ({time.perf_counter() - t0:.0f} s)")
+        save_db()
 
 
-def parm_lines(d, letcc_name):
-    out = []
-    for rate in sorted({r for _, r in d["rows"]}):
-        a, u = cell(d["rows"], letcc_name, rate), cell(d["rows"], UNCODED, rate)
-        if a is not None and u is not None and keeps_up(a, rate):
-            out.append(f"{rate} req/s: {(u['p999'] - u['p50']) / (a['p999'] - a['p50']):.2f}x")
-    return out
+# ---- the report ----------------------------------------------------------------------------
 
 
-def rif_sweep(K, N, args, base, X, exact, cap_u):
-    S = N // 4
+BASELINES = (UNCODED, "Hedged(p90)", "Hedged(p95)", "Hedged(p99)", "Replication")
+
+
+def is_baseline(name):
+    return any(name.startswith(b) for b in BASELINES)
+
+
+def names_of(g):
+    return list(dict.fromkeys(n for n, _ in g["cells"]))
+
+
+def group_table(g):
+    head = ["scheme", "req/s", "load", "achieved", "p50", "p99", "p99.9", "RelAcc", "approx.",
+            "approx. RelAcc", "goodput @ D=p99u", "goodput @ D=p99.9u", "rej.", "t/o", "hedges", "late exact"]
+    cap_u = g["caps"][UNCODED]
     body = []
-    for frac in args.rif_loads:
-        rate = round(frac * cap_u)
-        arr = arrivals_for(rate, args, seed=rate)
-        for R in args.rif:
-            with start_server(base, letcc.LeTCC(K, N), Pareto(0.002, 1.5, stragglers=S), N - S, X,
-                              rounds_in_flight=R) as server:
-                r = serve(server, X, exact, arr)
-            body.append([rate, f"{frac:.2f}", R, f"{r['throughput']:.0f}", f"{1e3 * r['p50']:.1f}",
-                         f"{1e3 * r['p99']:.1f}", f"{1e3 * r['p999']:.1f}", r["rejected"]])
-            print("rif", body[-1], flush=True)
-    return markdown_table(["offered req/s", "load (x uncoded cap.)", "rounds in flight", "achieved req/s", "p50",
-                           "p99", "p99.9", "rejected"], body)
+    for rate in g["rates"]:
+        u = g["cells"].get((UNCODED, rate))
+        if u is None:
+            continue
+        mu = metrics(u)
+        for name in names_of(g):
+            c = g["cells"].get((name, rate))
+            if c is None:
+                continue
+            m = metrics(c)
+            ar = "-" if m["n_approx"] == 0 else f"{m['approx_relacc']:.3f} ({m['n_approx']})"
+            body.append([name, rate, f"{rate / cap_u:.2f}", f"{m['throughput']:.0f}", f"{1e3 * m['p50']:.1f}",
+                         f"{1e3 * m['p99']:.1f}", f"{1e3 * m['p999']:.1f}", f"{m['relacc']:.4f}",
+                         f"{m['approx']:.4f}", ar, f"{goodput(c, mu['p99']):.4f}", f"{goodput(c, mu['p999']):.4f}",
+                         m["rejected"], m["timeouts"], m["hedges"], m["late_exact"]])
+    caps = ", ".join(f"{n} {c:.0f}" for n, c in g["caps"].items())
+    n = {metrics(c)["n"] for c in g["cells"].values()}
+    return (f"Capacity (closed loop, req/s): {caps}\n\nRequests per rate: {', '.join(map(str, sorted(n)))} "
+            f"(samples beyond p99 / p99.9: {', '.join(f'{k // 100} / {k // 1000}' for k in sorted(n))}). "
+            f"Latency in ms; goodput at D = the uncoded scheme's p99 / p99.9 at the same rate.\n\n"
+            + markdown_table(head, body, "l" + "r" * (len(head) - 1)))
 
 
-def plot(results, path):
+def target_rows(g, args):
+    """The issue's four serving targets for each systematic scheme, per rate <= 0.5x capacity."""
+    cap_u = g["caps"][UNCODED]
+    rows = []
+    for rate in g["rates"]:
+        if rate > 0.5 * cap_u + 1 or (UNCODED, rate) not in g["cells"]:
+            continue
+        mu = metrics(g["cells"][(UNCODED, rate)])
+        D = (mu["p99"], mu["p999"])
+        base = {n: g["cells"][(n, rate)] for n in names_of(g) if is_baseline(n) and (n, rate) in g["cells"]}
+        for name in names_of(g):
+            if "sys" not in name or (name, rate) not in g["cells"]:
+                continue
+            c = g["cells"][(name, rate)]
+            m = metrics(c)
+            hp = base.get("Hedged(p95)")
+            rep = next((v for n, v in base.items() if n.startswith("Replication")), None)
+            t1 = m["p50"] <= 1.1 * mu["p50"]
+            others = [metrics(v)["p999"] for v in (hp, rep) if v is not None]
+            t2 = all(m["p999"] < o for o in others)
+            t3 = m["relacc"] >= 0.995
+            gp = [goodput(c, d) for d in D]
+            best = [max(goodput(v, d) for v in base.values()) for d in D]
+            bestname = [max(base, key=lambda n: goodput(base[n], d)) for d in D]
+            t4 = all(a > b for a, b in zip(gp, best))
+            rows.append([f"{g['size']} ({g['N'] / g['K']:.2f})", name, rate, f"{rate / cap_u:.2f}",
+                         f"{'met' if t1 else 'missed'}: {1e3 * m['p50']:.1f} vs {1e3 * mu['p50']:.1f} "
+                         f"({m['p50'] / mu['p50']:.2f}x)",
+                         f"{'met' if t2 else 'missed'}: {1e3 * m['p999']:.1f} vs Hedged(p95) "
+                         f"{1e3 * metrics(hp)['p999']:.1f}" + (f", Rep {1e3 * metrics(rep)['p999']:.1f}" if rep else ""),
+                         f"{'met' if t3 else 'missed'}: {m['relacc']:.4f} ({m['approx']:.2%} approx., "
+                         f"RelAcc {m['approx_relacc']:.2f})",
+                         f"{'met' if t4 else 'missed'}: " + "; ".join(
+                             f"{a:.4f} vs {b:.4f} {bn}" for a, b, bn in zip(gp, best, bestname))])
+    return rows
+
+
+def plot(db, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sizes = list(results)
-    delays = list(next(iter(results.values())))
-    fig, axes = plt.subplots(len(sizes), len(delays), figsize=(4.2 * len(delays), 3.4 * len(sizes)),
-                             squeeze=False)
-    for i, size in enumerate(sizes):
-        for j, dname in enumerate(delays):
-            d, ax = results[size][dname], axes[i][j]
-            for name in d["caps"]:
-                pts = sorted((rate, r) for (n, rate), r in d["rows"].items() if n == name)
-                x = [rate for rate, _ in pts]
-                line, = ax.plot(x, [1e3 * r["p999"] for _, r in pts], "o-", label=f"{name} p99.9")
-                ax.plot(x, [1e3 * r["p50"] for _, r in pts], "--", color=line.get_color(), alpha=0.6)
-            ax.set_yscale("log")
-            ax.set_xlabel("offered load (req/s)")
-            ax.set_ylabel("latency (ms): p99.9 solid, p50 dashed")
-            ax.set_title(f"K x N = {size}, {dname}", fontsize=9)
-            ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
+    groups = [g for g in db["groups"].values() if g["rates"] and len(g["rates"]) > 1] or \
+        [g for g in db["groups"].values() if g["rates"]]
+    if not groups:
+        return
+    fig, axes = plt.subplots(len(groups), 2, figsize=(11, 3.3 * len(groups)), squeeze=False)
+    for i, g in enumerate(groups):
+        cap_u = g["caps"][UNCODED]
+        ax, bx = axes[i]
+        for name in names_of(g):
+            pts = [(r / cap_u, metrics(g["cells"][(name, r)]), g["cells"][(name, r)], g["cells"].get((UNCODED, r)))
+                   for r in g["rates"] if (name, r) in g["cells"]]
+            style = "-" if "sys" in name else ":" if name.startswith("Hedged") else "--"
+            x = [p[0] for p in pts]
+            line, = ax.plot(x, [1e3 * p[1]["p999"] for p in pts], "o" + style, label=name, ms=3)
+            ax.plot(x, [1e3 * p[1]["p50"] for p in pts], "x", color=line.get_color(), ms=4)
+            bx.plot(x, [goodput(p[2], metrics(p[3])["p99"]) if p[3] else np.nan for p in pts], "o" + style,
+                    color=line.get_color(), ms=3)
+        ax.set_yscale("log")
+        ax.set_xlabel("offered load (x uncoded capacity)")
+        ax.set_ylabel("ms: p99.9 (o), p50 (x)")
+        bx.set_xlabel("offered load (x uncoded capacity)")
+        bx.set_ylabel("SLO goodput at D = uncoded p99")
+        for a in (ax, bx):
+            a.set_title(f"{g['part']}: {g['workers']}, K x N = {g['size']}, {g['delay']}", fontsize=9)
+            a.grid(alpha=0.3)
+        ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     print("wrote", path)
+
+
+def report(db, args, out_dir):
+    sections = []
+    costs = db.get("compute_us", {})
+    if costs:
+        sections.append(
+            "## Method: the dedicated-worker emulation\n\n"
+            "Measured here at the start (1 thread, best of 7 x 50 calls, us per call, 1 / 2 / 4 rows): real LeNet-5 "
+            f"on coded blends {costs['lenet5_1']:.0f} / {costs['lenet5_2']:.0f} / {costs['lenet5_4']:.0f}; the "
+            f"lookup of precomputed outputs {costs['lookup_1']:.0f} / {costs['lookup_2']:.0f} / "
+            f"{costs['lookup_4']:.0f}. Beside the slept Pareto(10 ms, 1.5) service time (minimum 10 ms, median "
+            f"15.9 ms, mean 30 ms) the lookup is {costs['lookup_4'] / 1e4:.2%} of the minimum; a parity or "
+            f"non-systematic worker's LeNet-5 call is {costs['lenet5_1'] / 1e4:.0%}-{costs['lenet5_4'] / 1e4:.0%} "
+            f"of the minimum, {costs['lenet5_1'] / 3e4:.1%}-{costs['lenet5_4'] / 3e4:.1%} of the mean (more "
+            "when the 2 cores are contended).")
+    for g in db["groups"].values():
+        if not g["rates"]:
+            continue
+        sections.append(f"## {g['part']}: {g['workers']} workers, K = {g['K']}, N = {g['N']} (N/K = "
+                        f"{g['N'] / g['K']:.2f}), {g['title']}\n\n" + group_table(g))
+    rows = [r for g in db["groups"].values() if g["part"] == "target" and g["delay"] == "pareto" and g["rates"]
+            for r in target_rows(g, args)]
+    if rows:
+        sections.append("## Targets (Pareto, dedicated workers, loads <= 0.5x, N/K <= 1.5)\n\n" + markdown_table(
+            ["K x N (N/K)", "scheme", "req/s", "load", "p50 within 10% of uncoded", "p99.9 below Hedged(p95), "
+             "Replication", "overall RelAcc >= 0.995", "SLO goodput above every baseline (D = p99u; p99.9u)"], rows))
+    if args.notes and os.path.exists(args.notes):
+        with open(args.notes) as f:
+            sections.append(f.read())
+    la = db.get("loadavg", [])
+    notes = (f"Every scheme has the same N workers (1 thread each, 2 cores shared by the master, the N workers "
+             f"and other users' jobs). Load average (1 min) over the run: {min(la):.1f}-{max(la):.1f}, per cell in "
+             "serving.json. Schemes: Uncoded+LB (least-loaded balancer), Hedged(pNN) (a second copy after the "
+             "NN-th percentile of recent latencies), Replication(N/2,x2) (every request on 2 workers, first answer "
+             "wins; the only integer replication at this N), LeTCC(K,N) (non-systematic, waits for N - N//4), "
+             f"LeTCC-sys / BACC-sys (systematic, fallback_after={db['args']['fallback']!r}, max_batch_delay "
+             f"{db['args']['sys_batch_delay']}, rounds_in_flight {db['args']['sys_rounds']})"
+             + (f", LeTCC-sys+hedge (hedge_after={db['args']['hedge_after']!r})" if HEDGE_AFTER else
+                ", LeTCC-sys+hedge not run (CodedServer has no hedge_after in this checkout)") + "."
+             if la else "")
+    write_report("serving", "Serving under load (bench/serving.py)", sections, notes, out_dir=out_dir)
+    plot(db, os.path.join(out_dir, "serving.png"))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="8x16,16x32", help="K x N pairs, comma-separated")
-    ap.add_argument("--delays", default="pareto,shiftexp,noisy")
-    ap.add_argument("--loads", default="0.1,0.25,0.5,0.75,1.0,1.25",
-                    help="offered rates as fractions of the uncoded scheme's measured capacity")
+    ap.add_argument("--plan", default=None,
+                    help=f"parts to run, comma-separated, of {', '.join(PLAN)} (default: all but pilot; "
+                    f"--quick: {', '.join(QUICK_PLAN)})")
     ap.add_argument("--duration", type=float, default=3.0, help="seconds of arrivals per rate (at least)")
-    ap.add_argument("--min-requests", type=int, default=1000, help="requests per rate (at least)")
-    ap.add_argument("--capacity-seconds", type=float, default=3.0)
-    ap.add_argument("--stragglers", default="0.25",
-                    help="LeTCC variants: S as fractions of N (waiting for N - S answers), e.g. 0.25,0.125")
+    ap.add_argument("--capacity-seconds", type=float, default=2.0)
     ap.add_argument("--schemes", default="", help="name prefixes to run besides the uncoded one, e.g. LeTCC,Rep")
-    ap.add_argument("--rif", default="1,2,3", help="rounds in flight to sweep (LeTCC, Pareto, first size); '' none")
-    ap.add_argument("--rif-loads", default="0.25,1.0", help="loads of the sweep (x uncoded capacity)")
-    ap.add_argument("--quick", action="store_true", help="one size, Pareto only, short runs (a smoke test)")
-    ap.add_argument("--out", default=str(RESULTS_DIR), help="folder for serving.md and serving.png")
+    ap.add_argument("--fallback", default="p99", help="systematic codes' fallback_after")
+    ap.add_argument("--hedge-after", default="p90", help="systematic + hedging: hedge_after")
+    ap.add_argument("--sys-batch-delay", type=float, default=0.002, help="systematic codes' max_batch_delay")
+    ap.add_argument("--sys-rounds", type=int, default=None, help="systematic codes' rounds_in_flight")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes, one load, short runs (a smoke test)")
+    ap.add_argument("--report-only", action="store_true", help="rewrite serving.md / .png from serving.json")
+    ap.add_argument("--redo", action="store_true", help="run cells again that serving.json already has")
+    ap.add_argument("--fresh", action="store_true", help="start a new serving.json")
+    ap.add_argument("--notes", default="", help="a markdown file appended to the report (the analysis)")
+    ap.add_argument("--out", default=str(RESULTS_DIR), help="folder for serving.md, .png, .json")
     args = ap.parse_args()
+    plan = PLAN
     if args.quick:
-        args.sizes, args.delays, args.loads = "8x16", "pareto", "0.25,1.0"
-        args.duration, args.min_requests, args.capacity_seconds, args.rif = 1.0, 200, 1.0, ""
-    args.loads = [float(v) for v in args.loads.split(",")]
-    args.stragglers = [float(v) for v in args.stragglers.split(",")]
-    args.rif = [int(v) for v in args.rif.split(",")] if args.rif else []
-    args.rif_loads = [float(v) for v in args.rif_loads.split(",")]
+        plan, args.capacity_seconds, args.duration = QUICK_PLAN, 0.5, 0.5
+    if args.plan is None:
+        args.plan = ",".join(p for p in plan if p != "pilot")
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "serving.json")
+    db = load(path) if os.path.exists(path) and not args.fresh else dict(groups={}, loadavg=[])
+    db["args"] = dict(fallback=args.fallback, hedge_after=args.hedge_after, sys_batch_delay=args.sys_batch_delay,
+                      sys_rounds=args.sys_rounds)
+    if args.report_only:
+        report(db, args, args.out)
+        return
     from letcc.experiments.data import load_dataset
     from letcc.experiments.factory import make_factory
 
@@ -399,40 +622,23 @@ def main():
 
     with torch.inference_mode():
         exact = base()(torch.from_numpy(X)).numpy()
-    load0 = os.getloadavg()[0]
-    results, sections = {}, []
+    if "compute_us" not in db:
+        db["compute_us"] = compute_costs(base, X, exact)
+    print("compute (us per call):", db["compute_us"], flush=True)
 
     def log(msg):
         print(msg, flush=True)
+        db["loadavg"].append(os.getloadavg()[0])
 
-    for size in args.sizes.split(","):
-        K, N = (int(v) for v in size.split("x"))
-        results[size] = res = run_size(K, N, args, base, X, exact, log)
-        variants = letcc_names(K, N, waits_for(N, args))
-        sections.append(f"## K = {K}, N = {N} (LeTCC({K},{N}) waits for N - S = {N - N // 4} answers"
-                        + "".join(f"; {n} for {N - S}" for n, S in variants.items() if S != N // 4) + ")")
-        for dname, d in res.items():
-            sections.append(f"### {d['title']}\n\n" + table(d))
-            for name in [n for n in variants if n in d["caps"]]:
-                # each variant against the baselines only (the other variants are not baselines)
-                dv = dict(d, caps={n: c for n, c in d["caps"].items() if n == name or n not in variants})
-                sections.append(f"**{name}**: where it stops beating each baseline (p99.9, and keeping up "
-                                "with the offered load):\n\n" + "\n".join(crossover_lines(dv, name)))
-                gap = parm_lines(dv, name)
-                if gap:
-                    sections.append(f"Uncoded's p99.9 - p50 gap over {name}'s (ParM's headline: up to 3.5x): "
-                                    + "; ".join(gap))
-                if dname == "pareto":
-                    sections.append(f"Targets for {name} (Pareto, loads <= half the uncoded capacity):\n\n"
-                                    + "\n".join(target_lines(dv, name)))
-        if args.rif and size == args.sizes.split(",")[0] and "pareto" in res:
-            sections.append(f"## Rounds in flight (LeTCC({K},{N}), Pareto)\n\n"
-                            + rif_sweep(K, N, args, base, X, exact, res["pareto"]["caps"][UNCODED]))
-    notes = (f"Model: LeNet-5 (experiments), 1 thread per worker; the same N for every scheme; "
-             f"latency in ms (submit -> result). Load average {load0:.1f} at the start, "
-             f"{os.getloadavg()[0]:.1f} at the end (2 cores shared by the master and all N workers).")
-    write_report("serving", "Serving under load (bench/serving.py)", sections, notes, out_dir=args.out)
-    plot(results, os.path.join(args.out, "serving.png"))
+    for part in args.plan.split(","):
+        workers, sizes, delays, loads, n_min = plan[part]
+        for size in sizes.split(","):
+            K, N = (int(v) for v in size.split("x"))
+            for dname in delays.split(","):
+                run_group(db, part, workers, K, N, dname, [float(v) for v in loads.split(",")], n_min, args,
+                          base, X, exact, log, lambda: save(db, path))
+    save(db, path)
+    report(db, args, args.out)
 
 
 if __name__ == "__main__":
