@@ -64,17 +64,20 @@ from _report import RESULTS_DIR, markdown_table, write_report  # noqa: E402
 UNCODED = "Uncoded+LB"
 HEDGE_AFTER = "hedge_after" in inspect.signature(CodedServer).parameters
 
-# the plan: (part, workers, sizes, delays, loads (x uncoded capacity), requests per rate)
+# the plan: part -> (workers, sizes, delays, loads (x uncoded capacity), requests per rate, schemes
+# (name prefixes; "" every one)). The target cells run every scheme; the reduced sweep of the others
+# the uncoded one, Hedged(p95), replication, LeTCC and the systematic LeTCC with and without hedging.
+SWEEP = "Hedged(p95),Replication,LeTCC"
 PLAN = {
-    "target": ("dedicated", "8x10,8x12", "pareto", "0.1,0.25,0.5", 2000),
-    "real": ("shared", "8x12", "pareto", "0.1,0.25,0.5", 1000),
-    "nk2": ("dedicated", "6x12", "pareto", "0.25,0.5,0.9", 1000),
-    "light": ("dedicated", "8x12", "shiftexp,noisy", "0.25,0.5,0.9", 1000),
-    "heavy": ("dedicated", "8x10,8x12", "pareto", "0.9", 1000),
-    "pilot": ("dedicated", "8x12", "pareto", "0.1,0.25,0.5", 600),
+    "target": ("dedicated", "8x10,8x12", "pareto", "0.1:1000,0.25,0.5", 2000, ""),
+    "real": ("shared", "8x12", "pareto", "0.1,0.25,0.5", 1000, SWEEP),
+    "nk2": ("dedicated", "6x12", "pareto", "0.25,0.5,0.9", 1000, SWEEP),
+    "light": ("dedicated", "8x12", "shiftexp,noisy", "0.25,0.5,0.9", 1000, SWEEP),
+    "heavy": ("dedicated", "8x10,8x12", "pareto", "0.9", 1000, SWEEP),
+    "pilot": ("dedicated", "8x12", "pareto", "0.1,0.25,0.5", 600, "LeTCC-sys"),
 }
-QUICK_PLAN = {"target": ("dedicated", "4x6", "pareto", "0.25", 150),
-              "real": ("shared", "4x6", "noisy", "0.25", 100)}
+QUICK_PLAN = {"target": ("dedicated", "4x6", "pareto", "0.25", 150, ""),
+              "real": ("shared", "4x6", "noisy", "0.25", 100, SWEEP)}
 
 
 # ---- the workers' models --------------------------------------------------------------------
@@ -298,27 +301,29 @@ def goodput(cell: dict, D: float) -> float:
 
 
 def delay_models(workers, base, X, exact, N, S):
-    """name -> (title, stragglers for the coded schemes (count rule S), for the others, factory)."""
+    """name -> (title, stragglers for the coded schemes (count rule S), for the others, factory,
+    the uncoded capacity in req/s (dedicated: N / the mean service time, one request per task;
+    None: the closed-loop measurement))."""
     if workers == "dedicated":
         emu = EmulatedModel(base, X, exact)
         return {
             "pareto": ("Pareto(scale 10 ms, shape 1.5) service time per task (median 15.9 ms, mean 30 ms)",
-                       lambda: Pareto(0.010, 1.5, stragglers=S), lambda: Pareto(0.010, 1.5), emu),
+                       lambda: Pareto(0.010, 1.5, stragglers=S), lambda: Pareto(0.010, 1.5), emu, N / 0.030),
             "shiftexp": ("shifted exponential service time per task (10 ms + Exp(mean 10 ms))",
                          lambda: ShiftedExponential(0.010, 1 / 0.010, stragglers=S),
-                         lambda: ShiftedExponential(0.010, 1 / 0.010), emu),
+                         lambda: ShiftedExponential(0.010, 1 / 0.010), emu, N / 0.020),
             "noisy": ("noisy neighbour: 10 ms per task, one worker at a time 7x slower (70 ms) for 2 s "
                       "(per worker)", lambda: None, lambda: None,
-                      EmulatedModel(base, X, exact, service=0.010, N=N, factor=7.0)),
+                      EmulatedModel(base, X, exact, service=0.010, N=N, factor=7.0), (N - 1) / 0.010 + 1 / 0.070),
         }
     return {
         "pareto": ("Pareto(scale 2 ms, shape 1.5) per task",
-                   lambda: Pareto(0.002, 1.5, stragglers=S), lambda: Pareto(0.002, 1.5), base),
+                   lambda: Pareto(0.002, 1.5, stragglers=S), lambda: Pareto(0.002, 1.5), base, None),
         "shiftexp": ("shifted exponential (1 ms + Exp(mean 3 ms)) per task",
                      lambda: ShiftedExponential(0.001, 1 / 0.003, stragglers=S),
-                     lambda: ShiftedExponential(0.001, 1 / 0.003), base),
+                     lambda: ShiftedExponential(0.001, 1 / 0.003), base, None),
         "noisy": ("noisy neighbour: one worker at a time 7x slower for 2 s (per worker)",
-                  lambda: None, lambda: None, NoisyNeighbour(base, N)),
+                  lambda: None, lambda: None, NoisyNeighbour(base, N), None),
     }
 
 
@@ -378,22 +383,25 @@ def load(path):
                                             correct=np.array(c["correct"], dtype=bool),
                                             approx=np.array(c["approx"], dtype=bool))
         v["cells"] = cells
+        v["n_min"] = {int(k): n for k, n in v.get("n_min", {}).items()}
     return db
 
 
 # ---- running a part -------------------------------------------------------------------------
 
 
-def run_group(db, part, workers, K, N, dname, loads, n_min, args, base, X, exact, log, save_db):
+def run_group(db, part, workers, K, N, dname, loads, n_min, only, args, base, X, exact, log, save_db):
+    """loads: [(fraction of the uncoded capacity, requests at least)]."""
     S = N // 4
     size = f"{K}x{N}"
     g = db["groups"].setdefault(key(part, size, dname), dict(
         part=part, workers=workers, size=size, K=K, N=N, delay=dname, caps={}, rates=None, cells={},
         loads=loads, title=None))
-    title, strag_coded, strag_plain, factory = delay_models(workers, base, X, exact, N, S)[dname]
-    g["title"] = title
+    title, strag_coded, strag_plain, factory, cap = delay_models(workers, base, X, exact, N, S)[dname]
+    g["title"], g["cap_rule"] = title, cap
+    only = args.schemes or only
     for name, make in schemes(K, N, args).items():
-        if args.schemes and name != UNCODED and not any(name.startswith(p) for p in args.schemes.split(",")):
+        if only and name != UNCODED and not any(name.startswith(p) for p in only.split(",")):
             continue
         if name != UNCODED and g["rates"] is not None and all((name, r) in g["cells"] for r in g["rates"]) \
                 and not args.redo:
@@ -406,11 +414,13 @@ def run_group(db, part, workers, K, N, dname, loads, n_min, args, base, X, exact
         with start_server(factory, code, strag, X, **opts) as server:
             g["caps"][name] = capacity(server, X, args.capacity_seconds)
             if g["rates"] is None:                    # the uncoded scheme runs first
-                g["rates"] = sorted({max(1, round(f * g["caps"][UNCODED])) for f in loads})
+                g["cap"] = cap or g["caps"][UNCODED]
+                g["n_min"] = {max(1, round(f * g["cap"])): n for f, n in loads}
+                g["rates"] = sorted(g["n_min"])
             log(f"{part} {size} {dname} {name}: capacity {g['caps'][name]:.0f} req/s; load average "
                 f"{os.getloadavg()[0]:.1f}")
             for rate in g["rates"]:
-                cell = serve(server, X, exact, arrivals_for(rate, args.duration, n_min, seed=int(rate)))
+                cell = serve(server, X, exact, arrivals_for(rate, args.duration, g["n_min"][rate], seed=int(rate)))
                 cell["summary"]["loadavg"] = os.getloadavg()[0]
                 g["cells"][(name, rate)] = cell
                 m = metrics(cell)
@@ -439,7 +449,7 @@ def names_of(g):
 def group_table(g):
     head = ["scheme", "req/s", "load", "achieved", "p50", "p99", "p99.9", "RelAcc", "approx.",
             "approx. RelAcc", "goodput @ D=p99u", "goodput @ D=p99.9u", "rej.", "t/o", "hedges", "late exact"]
-    cap_u = g["caps"][UNCODED]
+    cap_u = g["cap"]
     body = []
     for rate in g["rates"]:
         u = g["cells"].get((UNCODED, rate))
@@ -457,6 +467,10 @@ def group_table(g):
                          f"{m['approx']:.4f}", ar, f"{goodput(c, mu['p99']):.4f}", f"{goodput(c, mu['p999']):.4f}",
                          m["rejected"], m["timeouts"], m["hedges"], m["late_exact"]])
     caps = ", ".join(f"{n} {c:.0f}" for n, c in g["caps"].items())
+    caps += (f". Loads are fractions of {g['cap']:.0f} req/s, " + (
+        "N / the mean service time (one request per task; the closed-loop figures batch up to 4 requests "
+        "a task, whose slept service time does not grow with its rows)" if g.get("cap_rule") else
+        "the uncoded scheme's closed-loop capacity"))
     n = {metrics(c)["n"] for c in g["cells"].values()}
     return (f"Capacity (closed loop, req/s): {caps}\n\nRequests per rate: {', '.join(map(str, sorted(n)))} "
             f"(samples beyond p99 / p99.9: {', '.join(f'{k // 100} / {k // 1000}' for k in sorted(n))}). "
@@ -466,7 +480,7 @@ def group_table(g):
 
 def target_rows(g, args):
     """The issue's four serving targets for each systematic scheme, per rate <= 0.5x capacity."""
-    cap_u = g["caps"][UNCODED]
+    cap_u = g["cap"]
     rows = []
     for rate in g["rates"]:
         if rate > 0.5 * cap_u + 1 or (UNCODED, rate) not in g["cells"]:
@@ -512,7 +526,7 @@ def plot(db, path):
         return
     fig, axes = plt.subplots(len(groups), 2, figsize=(11, 3.3 * len(groups)), squeeze=False)
     for i, g in enumerate(groups):
-        cap_u = g["caps"][UNCODED]
+        cap_u = g["cap"]
         ax, bx = axes[i]
         for name in names_of(g):
             pts = [(r / cap_u, metrics(g["cells"][(name, r)]), g["cells"][(name, r)], g["cells"].get((UNCODED, r)))
@@ -591,7 +605,8 @@ def main():
     ap.add_argument("--fallback", default="p99", help="systematic codes' fallback_after")
     ap.add_argument("--hedge-after", default="p90", help="systematic + hedging: hedge_after")
     ap.add_argument("--sys-batch-delay", type=float, default=0.002, help="systematic codes' max_batch_delay")
-    ap.add_argument("--sys-rounds", type=int, default=None, help="systematic codes' rounds_in_flight")
+    ap.add_argument("--sys-rounds", type=int, default=2,
+                    help="systematic codes' rounds_in_flight (2: the pilot's best of 1, 2, 4 for p50)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, one load, short runs (a smoke test)")
     ap.add_argument("--report-only", action="store_true", help="rewrite serving.md / .png from serving.json")
     ap.add_argument("--redo", action="store_true", help="run cells again that serving.json already has")
@@ -631,12 +646,13 @@ def main():
         db["loadavg"].append(os.getloadavg()[0])
 
     for part in args.plan.split(","):
-        workers, sizes, delays, loads, n_min = plan[part]
+        workers, sizes, delays, loads, n_min, only = plan[part]
+        loads = [(float(v.split(":")[0]), int(v.split(":")[1]) if ":" in v else n_min) for v in loads.split(",")]
         for size in sizes.split(","):
             K, N = (int(v) for v in size.split("x"))
             for dname in delays.split(","):
-                run_group(db, part, workers, K, N, dname, [float(v) for v in loads.split(",")], n_min, args,
-                          base, X, exact, log, lambda: save(db, path))
+                run_group(db, part, workers, K, N, dname, loads, n_min, only, args, base, X, exact, log,
+                          lambda: save(db, path))
     save(db, path)
     report(db, args, args.out)
 
