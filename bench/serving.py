@@ -216,6 +216,7 @@ def serve(server, X, exact, arrivals) -> dict:
     lat = np.full(n, np.nan)
     est = [None] * n
     approx = np.zeros(n, dtype=bool)
+    worker = np.full(n, -1, dtype=np.int16)    # the worker whose answer it was (exact answers), else -1
     status = np.zeros(n, dtype=np.int8)        # 0 ok, 1 timeout, 2 rejected, 3 error
     s0 = server.stats()
     t_start = time.perf_counter() + 0.05
@@ -229,6 +230,8 @@ def serve(server, X, exact, arrivals) -> dict:
             try:
                 est[i], info = f.result()
                 approx[i] = info.approximate
+                if not info.approximate and len(info.answered) == 1:
+                    worker[i] = info.answered[0]
                 lat[i] = t - t_sub
             except TimeoutError:
                 status[i] = 1
@@ -275,7 +278,7 @@ def serve(server, X, exact, arrivals) -> dict:
                    cpu_us=1e6 * (st["master_cpu_per_request"] * st["completed"]
                                  - s0["master_cpu_per_request"] * s0["completed"])
                    / max(1, st["completed"] - s0["completed"]))
-    return dict(summary=summary, lat=lat, correct=correct, approx=approx)
+    return dict(summary=summary, lat=lat, correct=correct, approx=approx, worker=worker)
 
 
 def metrics(cell: dict) -> dict:
@@ -362,7 +365,8 @@ def key(part, size, dname):
 def save(db, path):
     def enc(cell):
         return dict(summary=cell["summary"], lat=[None if np.isnan(v) else round(float(v), 7) for v in cell["lat"]],
-                    correct=cell["correct"].astype(int).tolist(), approx=cell["approx"].astype(int).tolist())
+                    correct=cell["correct"].astype(int).tolist(), approx=cell["approx"].astype(int).tolist(),
+                    worker=np.asarray(cell.get("worker", [])).astype(int).tolist())
     out = {k: dict(v, cells={f"{name}@{rate}": enc(c) for (name, rate), c in v["cells"].items()})
            for k, v in db["groups"].items()}
     tmp = path + ".tmp"
@@ -381,7 +385,8 @@ def load(path):
             cells[(name, int(rate))] = dict(summary=c["summary"],
                                             lat=np.array([np.nan if x is None else x for x in c["lat"]]),
                                             correct=np.array(c["correct"], dtype=bool),
-                                            approx=np.array(c["approx"], dtype=bool))
+                                            approx=np.array(c["approx"], dtype=bool),
+                                            worker=np.array(c.get("worker", []), dtype=int))
         v["cells"] = cells
         v["n_min"] = {int(k): n for k, n in v.get("n_min", {}).items()}
     return db
@@ -466,6 +471,14 @@ def group_table(g):
                          f"{1e3 * m['p99']:.1f}", f"{1e3 * m['p999']:.1f}", f"{m['relacc']:.4f}",
                          f"{m['approx']:.4f}", ar, f"{goodput(c, mu['p99']):.4f}", f"{goodput(c, mu['p999']):.4f}",
                          m["rejected"], m["timeouts"], m["hedges"], m["late_exact"]])
+    share = []
+    for name in names_of(g):
+        if "sys" in name:
+            w = np.concatenate([np.asarray(c.get("worker", [])) for (n, _), c in g["cells"].items() if n == name])
+            w = w[w >= 0]
+            if w.size:
+                top = np.bincount(w).argmax()
+                share.append(f"{name}: {np.mean(w == top):.0%} of its exact answers from worker {top}")
     caps = ", ".join(f"{n} {c:.0f}" for n, c in g["caps"].items())
     caps += (f". Loads are fractions of {g['cap']:.0f} req/s, " + (
         "N / the mean service time (one request per task; the closed-loop figures batch up to 4 requests "
@@ -475,7 +488,8 @@ def group_table(g):
     return (f"Capacity (closed loop, req/s): {caps}\n\nRequests per rate: {', '.join(map(str, sorted(n)))} "
             f"(samples beyond p99 / p99.9: {', '.join(f'{k // 100} / {k // 1000}' for k in sorted(n))}). "
             f"Latency in ms; goodput at D = the uncoded scheme's p99 / p99.9 at the same rate.\n\n"
-            + markdown_table(head, body, "l" + "r" * (len(head) - 1)))
+            + markdown_table(head, body, "l" + "r" * (len(head) - 1))
+            + ("\n\nWho answers a systematic scheme's requests (every rate): " + "; ".join(share) if share else ""))
 
 
 def target_rows(g, args):

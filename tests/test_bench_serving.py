@@ -46,12 +46,15 @@ def test_serving_bench_quick(tmp_path):
     db = json.loads((out / "serving.json").read_text())
     (g,) = db["groups"].values()
     cells = g["cells"]
-    assert {k.rsplit("@", 1)[0] for k in cells} == {"Uncoded+LB", "Hedged(p95)", "LeTCC-sys(4,6)"}
+    assert {k.rsplit("@", 1)[0] for k in cells} == {"Uncoded+LB", "Hedged(p95)", "LeTCC-sys(4,6)",
+                                                    "LeTCC-sys(4,6)+hedge"}
     for name, c in cells.items():
         answered = [v for v in c["lat"] if v is not None]
         assert len(answered) == c["summary"]["answered"] > 0, name
         if not name.startswith("LeTCC"):
             assert not any(c["approx"]) and all(c["correct"][i] for i, v in enumerate(c["lat"]) if v is not None)
+        else:   # an exact answer is one systematic worker's, an approximate one nobody's
+            assert all((w >= 0) == (not a) for w, a, v in zip(c["worker"], c["approx"], c["lat"]) if v is not None)
     assert (out / "serving.png").exists()
     (out / "serving.md").unlink()
     run = subprocess.run(cmd + ["--report-only"], capture_output=True, text=True, timeout=300, env=env)
