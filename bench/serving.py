@@ -1,6 +1,6 @@
 """Serving under load: uncoded + load balancer, hedged requests, replication,
 LeTCC and the systematic codes at the same number of workers (writes
-bench/results/serving.md, serving.png and the raw cells in serving.json).
+bench/results/serving.md, serving.png and the raw cells in serving.json.gz).
 
 Per part of the plan (``--plan``), (K, N) and delay model, every scheme gets
 one ``CodedServer`` (real worker processes, 1 thread each) and, on it:
@@ -45,6 +45,7 @@ issue's targets, met or missed, with the numbers.
 from __future__ import annotations
 
 import argparse
+import gzip
 import inspect
 import json
 import os
@@ -347,6 +348,13 @@ def schemes(K, N, args):
     if HEDGE_AFTER:
         out[f"LeTCC-sys({K},{N})+hedge"] = lambda: (letcc.LeTCC(K, N, systematic=True), True,
                                                      dict(sysopt, hedge_after=args.hedge_after))
+        for spec in (args.extra_fallbacks.split(",") if args.extra_fallbacks else []):
+            kind, v = spec.split(":")
+            fbv = v if v.startswith("p") else float(v)
+            hedge = dict(hedge_after=args.hedge_after) if kind == "hedge" else {}
+            out[f"LeTCC-sys({K},{N}){'+hedge' if hedge else ''},fb={v}"] = (
+                lambda fbv=fbv, hedge=hedge: (letcc.LeTCC(K, N, systematic=True), True,
+                                              dict(sysopt, fallback_after=fbv, **hedge)))
     return out
 
 
@@ -355,7 +363,7 @@ def arrivals_for(rate, duration, n_min, seed):
     return np.cumsum(np.random.default_rng(seed).exponential(1 / rate, n))
 
 
-# ---- the raw record (serving.json) ----------------------------------------------------------
+# ---- the raw record (serving.json.gz) -------------------------------------------------------
 
 
 def key(part, size, dname):
@@ -370,13 +378,13 @@ def save(db, path):
     out = {k: dict(v, cells={f"{name}@{rate}": enc(c) for (name, rate), c in v["cells"].items()})
            for k, v in db["groups"].items()}
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    with gzip.open(tmp, "wt") as f:
         json.dump(dict(db, groups=out), f)
     os.replace(tmp, path)
 
 
 def load(path):
-    with open(path) as f:
+    with gzip.open(path, "rt") as f:
         db = json.load(f)
     for v in db["groups"].values():
         cells = {}
@@ -542,12 +550,13 @@ def plot(db, path):
     for i, g in enumerate(groups):
         cap_u = g["cap"]
         ax, bx = axes[i]
-        for name in names_of(g):
+        for ci, name in enumerate(names_of(g)):
             pts = [(r / cap_u, metrics(g["cells"][(name, r)]), g["cells"][(name, r)], g["cells"].get((UNCODED, r)))
                    for r in g["rates"] if (name, r) in g["cells"]]
             style = "-" if "sys" in name else ":" if name.startswith("Hedged") else "--"
             x = [p[0] for p in pts]
-            line, = ax.plot(x, [1e3 * p[1]["p999"] for p in pts], "o" + style, label=name, ms=3)
+            line, = ax.plot(x, [1e3 * p[1]["p999"] for p in pts], "o" + style, label=name, ms=3,
+                            color=plt.cm.tab20(ci % 20))
             ax.plot(x, [1e3 * p[1]["p50"] for p in pts], "x", color=line.get_color(), ms=4)
             bx.plot(x, [goodput(p[2], metrics(p[3])["p99"]) if p[3] else np.nan for p in pts], "o" + style,
                     color=line.get_color(), ms=3)
@@ -561,7 +570,7 @@ def plot(db, path):
             a.grid(alpha=0.3)
         ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=80)
     print("wrote", path)
 
 
@@ -596,7 +605,7 @@ def report(db, args, out_dir):
     la = db.get("loadavg", [])
     notes = (f"Every scheme has the same N workers (1 thread each, 2 cores shared by the master, the N workers "
              f"and other users' jobs). Load average (1 min) over the run: {min(la):.1f}-{max(la):.1f}, per cell in "
-             "serving.json. Schemes: Uncoded+LB (least-loaded balancer), Hedged(pNN) (a second copy after the "
+             "serving.json.gz. Schemes: Uncoded+LB (least-loaded balancer), Hedged(pNN) (a second copy after the "
              "NN-th percentile of recent latencies), Replication(N/2,x2) (every request on 2 workers, first answer "
              "wins; the only integer replication at this N), LeTCC(K,N) (non-systematic, waits for N - N//4), "
              f"LeTCC-sys / BACC-sys (systematic, fallback_after={db['args']['fallback']!r}, max_batch_delay "
@@ -618,15 +627,18 @@ def main():
     ap.add_argument("--schemes", default="", help="name prefixes to run besides the uncoded one, e.g. LeTCC,Rep")
     ap.add_argument("--fallback", default="p99", help="systematic codes' fallback_after")
     ap.add_argument("--hedge-after", default="p90", help="systematic + hedging: hedge_after")
+    ap.add_argument("--extra-fallbacks", default="",
+                    help="more systematic LeTCC variants, kind:fallback_after (seconds or pNN), kind sys or hedge "
+                    "(with hedge_after), e.g. sys:0.25,hedge:0.09")
     ap.add_argument("--sys-batch-delay", type=float, default=0.002, help="systematic codes' max_batch_delay")
     ap.add_argument("--sys-rounds", type=int, default=2,
                     help="systematic codes' rounds_in_flight (2: the pilot's best of 1, 2, 4 for p50)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, one load, short runs (a smoke test)")
-    ap.add_argument("--report-only", action="store_true", help="rewrite serving.md / .png from serving.json")
-    ap.add_argument("--redo", action="store_true", help="run cells again that serving.json already has")
-    ap.add_argument("--fresh", action="store_true", help="start a new serving.json")
+    ap.add_argument("--report-only", action="store_true", help="rewrite serving.md / .png from serving.json.gz")
+    ap.add_argument("--redo", action="store_true", help="run cells again that serving.json.gz already has")
+    ap.add_argument("--fresh", action="store_true", help="start a new serving.json.gz")
     ap.add_argument("--notes", default="", help="a markdown file appended to the report (the analysis)")
-    ap.add_argument("--out", default=str(RESULTS_DIR), help="folder for serving.md, .png, .json")
+    ap.add_argument("--out", default=str(RESULTS_DIR), help="folder for serving.md, .png, .json.gz")
     args = ap.parse_args()
     plan = PLAN
     if args.quick:
@@ -634,7 +646,7 @@ def main():
     if args.plan is None:
         args.plan = ",".join(p for p in plan if p != "pilot")
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "serving.json")
+    path = os.path.join(args.out, "serving.json.gz")
     db = load(path) if os.path.exists(path) and not args.fresh else dict(groups={}, loadavg=[])
     db["args"] = dict(fallback=args.fallback, hedge_after=args.hedge_after, sys_batch_delay=args.sys_batch_delay,
                       sys_rounds=args.sys_rounds)

@@ -3,6 +3,7 @@ repository's results are not overwritten): the dedicated-worker emulation (LeNet
 outputs looked up, coded blends run for real), the systematic scheme with its
 approximate answers, SLO goodput, the targets table, and --report-only from the
 raw record."""
+import gzip
 import json
 import os
 import shutil
@@ -43,7 +44,8 @@ def test_serving_bench_quick(tmp_path):
     for row in ("## Method: the dedicated-worker emulation", "| Uncoded+LB", "| Hedged(p95)", "| LeTCC-sys(4,6)",
                 "goodput @ D=p99u", "## Targets (Pareto, dedicated workers", "samples beyond p99 / p99.9"):
         assert row in text, row
-    db = json.loads((out / "serving.json").read_text())
+    with gzip.open(out / "serving.json.gz", "rt") as f:
+        db = json.load(f)
     (g,) = db["groups"].values()
     cells = g["cells"]
     assert {k.rsplit("@", 1)[0] for k in cells} == {"Uncoded+LB", "Hedged(p95)", "LeTCC-sys(4,6)",
