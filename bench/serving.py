@@ -482,11 +482,12 @@ def group_table(g):
     share = []
     for name in names_of(g):
         if "sys" in name:
-            w = np.concatenate([np.asarray(c.get("worker", [])) for (n, _), c in g["cells"].items() if n == name])
-            w = w[w >= 0]
-            if w.size:
-                top = np.bincount(w).argmax()
-                share.append(f"{name}: {np.mean(w == top):.0%} of its exact answers from worker {top}")
+            per = [(r, np.asarray(g["cells"][(name, r)].get("worker", []))) for r in g["rates"] if (name, r) in g["cells"]]
+            per = [(r, w[w >= 0]) for r, w in per]
+            if any(w.size for _, w in per):
+                top = np.bincount(np.concatenate([w for _, w in per])).argmax()
+                share.append(f"{name}: {' / '.join(f'{np.mean(w == top):.0%}' for _, w in per if w.size)} "
+                             f"of its exact answers from worker {top}")
     caps = ", ".join(f"{n} {c:.0f}" for n, c in g["caps"].items())
     caps += (f". Loads are fractions of {g['cap']:.0f} req/s, " + (
         "N / the mean service time (one request per task; the closed-loop figures batch up to 4 requests "
@@ -497,7 +498,7 @@ def group_table(g):
             f"(samples beyond p99 / p99.9: {', '.join(f'{k // 100} / {k // 1000}' for k in sorted(n))}). "
             f"Latency in ms; goodput at D = the uncoded scheme's p99 / p99.9 at the same rate.\n\n"
             + markdown_table(head, body, "l" + "r" * (len(head) - 1))
-            + ("\n\nWho answers a systematic scheme's requests (every rate): " + "; ".join(share) if share else ""))
+            + ("\n\nWho answers a systematic scheme's requests (per rate, as in the table): " + "; ".join(share) if share else ""))
 
 
 def target_rows(g, args):
