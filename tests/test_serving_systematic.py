@@ -272,3 +272,36 @@ def test_systematic_rounds_keep_deadlines_backpressure_and_close(scripted_backen
     for f in inflight:                      # unanswered when close's timeout ran out
         with pytest.raises(RuntimeError, match="closed before this request was answered"):
             f.result(WAIT)
+
+
+def test_a_partly_filled_round_races_the_copies_of_its_last_request(scripted_backend, rng):
+    """A lone request is padded with copies of itself (pad_groups): every systematic
+    worker computes it, and the first to answer resolves it, exactly."""
+    K, N = 4, 6
+    code = letcc.LeTCC(K, N, systematic=True)
+    x = rng.random(D)
+    with CodedServer(lambda: None, code, wait_for=N, max_batch_delay=0.001, hang_timeout=1e6) as s:
+        be = ScriptedBackend.last
+        fut = s.submit(x, info=True)
+        r = started_round(be)
+        w = code.systematic_workers[2]               # a padded position's worker answers first
+        be.answer(w, r)
+        y, info = fut.result(WAIT)
+        assert not info.approximate and info.answered == (w,)
+        np.testing.assert_array_equal(y, f_ref(x[None])[0])
+        be.wait_for(lambda: be.cancelled, "the other copies cancelled")
+        assert w not in be.cancelled[-1][0]
+
+
+def test_fallback_percentile_counts_the_answers_a_decode_cut_short():
+    """Answer times cut short by a decode are counted as very late: the percentile
+    cannot sink below the answers it never saw."""
+    rule = AfterRule("p90", min_samples=20)
+    for t in np.linspace(0.01, 0.02, 18):
+        rule.observe(float(t))
+    for _ in range(2):
+        rule.observe_censored()
+    assert rule.after() > 1.0            # 10% cut short: the p90 is not among the answers seen
+    for t in np.linspace(0.01, 0.02, 40):
+        rule.observe(float(t))
+    assert rule.after() <= 0.02          # 2 of 60 cut short: the p90 is an answer seen again

@@ -18,6 +18,15 @@ between the inputs. A round here::
         as the waiting rule decides (or at the fallback time), flagged approximate
     a systematic answer arriving after its requests were decoded is counted
         (stats()["late_exact"]) and never replaces what was delivered
+    a partly filled round: its padded positions hold copies of its last request
+        (pad_groups), so every systematic worker of a padded position computes
+        that request too, and the first of them to answer resolves it (a lone
+        request races K copies)
+
+The "pNN" times learn from the systematic answer times; one that a decode
+cut short counts as very late (CENSORED), so the percentile cannot sink below
+the answers it never saw (measured before: a "p99" fallback learnt only from
+the answers that beat it sank to the service time's p93-p97).
 
 Everything else (deadlines with nothing decodable, retries of a round with no
 answer at all, the model raising, shape errors) is CodedRounds'.
@@ -37,6 +46,7 @@ from letcc.serving.hedged import LatencyWindow
 __all__ = ["SystematicRounds", "AfterRule"]
 
 _KEEP_ENDED = 256       # ended rounds remembered for counting late exact answers
+CENSORED = 1e9          # seconds: the window's stand-in for an answer time cut short by a decode
 
 
 class AfterRule:
@@ -73,6 +83,11 @@ class AfterRule:
     def observe(self, seconds: float) -> None:
         if self.window is not None:
             self.window.add(seconds)
+
+    def observe_censored(self) -> None:
+        """An answer time known only to be later than when it was given up on."""
+        if self.window is not None:
+            self.window.add(CENSORED)
 
     def __repr__(self) -> str:
         what = (f"{self.seconds:g} s" if self.seconds is not None else
@@ -118,15 +133,32 @@ class SystematicRounds(CodedRounds):
         self._exact(fl, self.input_of[j], j, fl.rnd.ring, fl.id)
 
     def _exact(self, fl, k: int, j: int, ring: int, round_id: int) -> None:
-        """Worker j's answer in ring slot `ring` is input k's own: its pending requests resolve, exact."""
-        K = self.K
-        mine = [i for i in range(k, len(fl.requests), K) if _pending(fl.requests[i])]
-        if mine:
+        """Worker j's answer in ring slot `ring` is input k's own, for every group
+        of the round: the pending requests at those positions resolve, exact. A
+        padded position holds a copy of the round's last request (pad_groups), so
+        its answer is that request's too: a partly filled round races the copies
+        of its last request on the idle systematic workers."""
+        K, reqs = self.K, fl.requests
+        n = len(reqs)
+        rows, targets = [], []
+        for b in range(fl.rnd.B):
+            t = min(b * K + k, n - 1)
+            if _pending(reqs[t]) and reqs[t] not in targets:
+                targets.append(reqs[t])
+                rows.append(b)
+        if targets:
             Y = self.ctx.pool.backend.outputs([j], fl.rnd.B, ring)[0]      # (B, ...): row b is group b's
-            self.ctx.requests.resolve_rows([fl.requests[i] for i in mine], [Y[i // K] for i in mine],
-                                           approximate=False, answered=(j,), round_id=round_id)
-        if not any(_pending(r) for r in fl.requests):
+            self.ctx.requests.resolve_rows(targets, [Y[b] for b in rows], approximate=False, answered=(j,),
+                                           round_id=round_id)
+        if not any(_pending(r) for r in reqs):
             self._end(fl, sorted(fl.waiter.arrived))          # every request exact: the parity work is moot
+
+    def _inputs_of(self, fl, t: int) -> list:
+        """The inputs (positions mod K) whose systematic worker computes request t of the
+        round: its own, and for the last request every padded position's."""
+        K, n = self.K, len(fl.requests)
+        last = fl.rnd.B * K if t == n - 1 else t + 1
+        return sorted({i % K for i in range(t, last)})
 
     def _hedge_event(self, fl, ev) -> None:
         """A second copy answered (or gave up: then the first copy and the fallback remain)."""
@@ -183,8 +215,11 @@ class SystematicRounds(CodedRounds):
         wins. None idle or no spare slot: tried again at the next check."""
         ctx, K = self.ctx, self.K
         failed, arrived = fl.waiter.failed, fl.waiter.arrived
-        late = sorted({i % K for i, r in enumerate(fl.requests) if _pending(r)})
-        late = [k for k in late if self.systematic[k] not in arrived]
+        late = []
+        for t, r in enumerate(fl.requests):
+            ks = [k for k in self._inputs_of(fl, t) if self.systematic[k] not in arrived]
+            if _pending(r) and ks and ks[0] not in late:
+                late.append(ks[0])                # one copy per late request is enough
         outstanding = ctx.pool.outstanding
         idle = [j for j in ctx.pool.backend.ready_workers() if not outstanding[j] and j not in failed]
         if not late or not idle:
@@ -219,11 +254,21 @@ class SystematicRounds(CodedRounds):
 
     def _orphaned(self, fl) -> bool:
         """Every pending request's own worker failed (died, raised, hung): waiting cannot make one exact."""
-        failed, K = fl.waiter.failed, self.K
-        return all(self.systematic[i % K] in failed for i, r in enumerate(fl.requests) if _pending(r))
+        failed = fl.waiter.failed
+        return all(all(self.systematic[k] in failed for k in self._inputs_of(fl, t))
+                   for t, r in enumerate(fl.requests) if _pending(r))
 
     def _end(self, fl, answered, exc=None, retry=False, rows=None) -> None:
-        decoded = {self.systematic[i % self.K] for i, r in enumerate(fl.requests) if _pending(r)}
+        decoded = {self.systematic[k] for t, r in enumerate(fl.requests) if _pending(r)
+                   for k in self._inputs_of(fl, t)}
+        if rows is not None:
+            # the answer times the decode cut short: at least the decode's time, unknown how
+            # long. Left out, the percentile would learn only the answers that beat the
+            # fallback and sink below it round after round; counted as "very late" it
+            # only rises until fewer than (100 - p)% are cut short
+            for _ in decoded - set(fl.waiter.arrived):
+                self.fallback.observe_censored()
+                self.hedge.observe_censored()
         if fl.hedge_id is not None and self.ctx.flights.pop(fl.hedge_id, None) is not None:
             self.ctx.pool.backend.cancel(list(fl.hedge), fl.hedge_ring)
             self.ctx.ring.give_spare(fl.hedge_ring)
