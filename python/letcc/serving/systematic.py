@@ -23,10 +23,15 @@ between the inputs. A round here::
         that request too, and the first of them to answer resolves it (a lone
         request races K copies)
 
-The "pNN" times learn from the systematic answer times; one that a decode
-cut short counts as very late (CENSORED), so the percentile cannot sink below
-the answers it never saw (measured before: a "p99" fallback learnt only from
-the answers that beat it sank to the service time's p93-p97).
+The "pNN" times learn, per request, how long its exact answer took after
+dispatch (the first of its copies); a request that was decoded instead counts
+with the time it was decoded at, a lower bound of what its exact answer would
+have taken. The percentile then settles where (100 - NN)% of requests are
+decoded: below that time more of them are cut short, and the cut-short times
+pull the percentile back up to it. (Measured before: learnt only from the
+answers that beat the fallback, a "p99" sank to the service time's p93-p97;
+with a cut-short answer counted as infinitely late it rose until the fallback
+was gone whenever more than 1% were cut short, and the tail with it.)
 
 Everything else (deadlines with nothing decodable, retries of a round with no
 answer at all, the model raising, shape errors) is CodedRounds'.
@@ -46,7 +51,6 @@ from letcc.serving.hedged import LatencyWindow
 __all__ = ["SystematicRounds", "AfterRule"]
 
 _KEEP_ENDED = 256       # ended rounds remembered for counting late exact answers
-CENSORED = 1e9          # seconds: the window's stand-in for an answer time cut short by a decode
 
 
 class AfterRule:
@@ -84,10 +88,6 @@ class AfterRule:
         if self.window is not None:
             self.window.add(seconds)
 
-    def observe_censored(self) -> None:
-        """An answer time known only to be later than when it was given up on."""
-        if self.window is not None:
-            self.window.add(CENSORED)
 
     def __repr__(self) -> str:
         what = (f"{self.seconds:g} s" if self.seconds is not None else
@@ -128,8 +128,6 @@ class SystematicRounds(CodedRounds):
         j = ev.worker
         if ev.kind != "done" or j not in self.input_of or fl.id not in self.ctx.flights:
             return
-        self.fallback.observe(ev.t - fl.t0)
-        self.hedge.observe(ev.t - fl.t0)
         self._exact(fl, self.input_of[j], j, fl.rnd.ring, fl.id)
 
     def _exact(self, fl, k: int, j: int, ring: int, round_id: int) -> None:
@@ -147,11 +145,20 @@ class SystematicRounds(CodedRounds):
                 targets.append(reqs[t])
                 rows.append(b)
         if targets:
+            self._learn(fl, len(targets))
             Y = self.ctx.pool.backend.outputs([j], fl.rnd.B, ring)[0]      # (B, ...): row b is group b's
             self.ctx.requests.resolve_rows(targets, [Y[b] for b in rows], approximate=False, answered=(j,),
                                            round_id=round_id)
         if not any(_pending(r) for r in reqs):
             self._end(fl, sorted(fl.waiter.arrived))          # every request exact: the parity work is moot
+
+    def _learn(self, fl, n: int) -> None:
+        """n requests of round fl got their answer now (exact, or decoded: then a lower
+        bound of their exact answer's time): the fallback and hedge times' samples."""
+        seconds = time.perf_counter() - fl.t0
+        for _ in range(n):
+            self.fallback.observe(seconds)
+            self.hedge.observe(seconds)
 
     def _inputs_of(self, fl, t: int) -> list:
         """The inputs (positions mod K) whose systematic worker computes request t of the
@@ -262,13 +269,7 @@ class SystematicRounds(CodedRounds):
         decoded = {self.systematic[k] for t, r in enumerate(fl.requests) if _pending(r)
                    for k in self._inputs_of(fl, t)}
         if rows is not None:
-            # the answer times the decode cut short: at least the decode's time, unknown how
-            # long. Left out, the percentile would learn only the answers that beat the
-            # fallback and sink below it round after round; counted as "very late" it
-            # only rises until fewer than (100 - p)% are cut short
-            for _ in decoded - set(fl.waiter.arrived):
-                self.fallback.observe_censored()
-                self.hedge.observe_censored()
+            self._learn(fl, sum(1 for r in fl.requests if _pending(r)))   # cut short: decoded now
         if fl.hedge_id is not None and self.ctx.flights.pop(fl.hedge_id, None) is not None:
             self.ctx.pool.backend.cancel(list(fl.hedge), fl.hedge_ring)
             self.ctx.ring.give_spare(fl.hedge_ring)
