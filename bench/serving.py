@@ -60,7 +60,7 @@ from letcc.serving import CodedServer, Hedged, QueueFull
 from letcc.stragglers import Pareto, ShiftedExponential
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import RESULTS_DIR, markdown_table, write_report  # noqa: E402
+from _report import RESULTS_DIR, command_line, markdown_table, write_report  # noqa: E402
 
 UNCODED = "Uncoded+LB"
 HEDGE_AFTER = "hedge_after" in inspect.signature(CodedServer).parameters
@@ -400,6 +400,21 @@ def load(path):
     return db
 
 
+def source_state() -> str:
+    """The checkout a run measures: its commit, and whether tracked files were modified."""
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return f"commit {head}" + (", modified: " + ", ".join(line[3:] for line in dirty.splitlines()) if dirty else "")
+
+
 # ---- running a part -------------------------------------------------------------------------
 
 
@@ -501,6 +516,29 @@ def group_table(g):
             + ("\n\nWho answers a systematic scheme's requests (per rate, as in the table): " + "; ".join(share) if share else ""))
 
 
+def target_eval(g, rate, name):
+    """One systematic cell against the issue's four serving targets (None: not in the record).
+    The baselines are the same run's: uncoded (p50, and D = its p99 / p99.9), Hedged(p95) and
+    Replication (p99.9), every baseline's goodput."""
+    if (UNCODED, rate) not in g["cells"] or (name, rate) not in g["cells"]:
+        return None
+    mu = metrics(g["cells"][(UNCODED, rate)])
+    D = (mu["p99"], mu["p999"])
+    base = {n: g["cells"][(n, rate)] for n in names_of(g) if is_baseline(n) and (n, rate) in g["cells"]}
+    c = g["cells"][(name, rate)]
+    m = metrics(c)
+    hp = base.get("Hedged(p95)")
+    rep = next((v for n, v in base.items() if n.startswith("Replication")), None)
+    others = [metrics(v)["p999"] for v in (hp, rep) if v is not None]
+    gp = [goodput(c, d) for d in D]
+    best = [max(goodput(v, d) for v in base.values()) for d in D]
+    bestname = [max(base, key=lambda n: goodput(base[n], d)) for d in D]
+    return dict(m=m, mu=mu, hp=metrics(hp) if hp is not None else None, rep=metrics(rep) if rep is not None else None,
+                gp=gp, best=best, bestname=bestname,
+                t1=m["p50"] <= 1.1 * mu["p50"], t2=all(m["p999"] < o for o in others), t3=m["relacc"] >= 0.995,
+                t4=all(a > b for a, b in zip(gp, best)))
+
+
 def target_rows(g, args):
     """The issue's four serving targets for each systematic scheme, per rate <= 0.5x capacity."""
     cap_u = g["cap"]
@@ -508,34 +546,93 @@ def target_rows(g, args):
     for rate in g["rates"]:
         if rate > 0.5 * cap_u + 1 or (UNCODED, rate) not in g["cells"]:
             continue
-        mu = metrics(g["cells"][(UNCODED, rate)])
-        D = (mu["p99"], mu["p999"])
-        base = {n: g["cells"][(n, rate)] for n in names_of(g) if is_baseline(n) and (n, rate) in g["cells"]}
         for name in names_of(g):
             if "sys" not in name or (name, rate) not in g["cells"]:
                 continue
-            c = g["cells"][(name, rate)]
-            m = metrics(c)
-            hp = base.get("Hedged(p95)")
-            rep = next((v for n, v in base.items() if n.startswith("Replication")), None)
-            t1 = m["p50"] <= 1.1 * mu["p50"]
-            others = [metrics(v)["p999"] for v in (hp, rep) if v is not None]
-            t2 = all(m["p999"] < o for o in others)
-            t3 = m["relacc"] >= 0.995
-            gp = [goodput(c, d) for d in D]
-            best = [max(goodput(v, d) for v in base.values()) for d in D]
-            bestname = [max(base, key=lambda n: goodput(base[n], d)) for d in D]
-            t4 = all(a > b for a, b in zip(gp, best))
+            e = target_eval(g, rate, name)
+            m, mu, hp, rep = e["m"], e["mu"], e["hp"], e["rep"]
+            t1, t2, t3, t4 = e["t1"], e["t2"], e["t3"], e["t4"]
             rows.append([f"{g['size']} ({g['N'] / g['K']:.2f})", name, rate, f"{rate / cap_u:.2f}",
                          f"{'met' if t1 else 'missed'}: {1e3 * m['p50']:.1f} vs {1e3 * mu['p50']:.1f} "
                          f"({m['p50'] / mu['p50']:.2f}x)",
                          f"{'met' if t2 else 'missed'}: {1e3 * m['p999']:.1f} vs Hedged(p95) "
-                         f"{1e3 * metrics(hp)['p999']:.1f}" + (f", Rep {1e3 * metrics(rep)['p999']:.1f}" if rep else ""),
+                         f"{1e3 * hp['p999']:.1f}" + (f", Rep {1e3 * rep['p999']:.1f}" if rep else ""),
                          f"{'met' if t3 else 'missed'}: {m['relacc']:.4f} ({m['approx']:.2%} approx., "
                          f"RelAcc {m['approx_relacc']:.2f})",
                          f"{'met' if t4 else 'missed'}: " + "; ".join(
-                             f"{a:.4f} vs {b:.4f} {bn}" for a, b, bn in zip(gp, best, bestname))])
+                             f"{a:.4f} vs {b:.4f} {bn}" for a, b, bn in zip(e["gp"], e["best"], e["bestname"]))])
     return rows
+
+
+AFTER_JSON = "serving_after_fixes.json.gz"
+AFTER_TITLE = "After the fixes (systematic rounds race padded copies; censored percentile)"
+
+
+def after_rows(g, old):
+    """The targets table of a re-run (g) beside the same cells of the old record (old, or None):
+    per systematic cell, each target's new value (old value in brackets) and met / missed."""
+    def fmt(e):
+        m, mu, hp, rep = e["m"], e["mu"], e["hp"], e["rep"]
+        ar = "-" if not m["n_approx"] else f"{m['approx_relacc']:.2f}"
+        return dict(
+            p50=f"{1e3 * m['p50']:.1f} vs {1e3 * mu['p50']:.1f} ({m['p50'] / mu['p50']:.2f}x)",
+            p999=f"{1e3 * m['p999']:.1f} vs {1e3 * hp['p999']:.1f} / " + (f"{1e3 * rep['p999']:.1f}" if rep else "-"),
+            relacc=f"{m['relacc']:.4f}", approx=f"{m['approx']:.2%} ({ar})",
+            gp="; ".join(f"{a:.4f} vs {b:.4f}" for a, b in zip(e["gp"], e["best"])))
+    cap_u = g["cap"]
+    rows = []
+    for rate in g["rates"]:
+        if rate > 0.5 * cap_u + 1:
+            continue
+        for name in names_of(g):
+            e = target_eval(g, rate, name) if "sys" in name else None
+            if e is None:
+                continue
+            o = target_eval(old, rate, name) if old is not None and old.get("rates") else None
+            n, f = fmt(e), fmt(o) if o else None
+            mark = (lambda t, to: ("met" if e[t] else "missed") + ("" if o is None else
+                                                                   f" (was {'met' if o[to] else 'missed'})"))
+            rows.append([f"{g['size']} ({g['N'] / g['K']:.2f})", name, f"{rate / cap_u:.2f}"]
+                        + [f"{n[k]} [{f[k] if f else '-'}]" for k in ("p50", "p999", "relacc", "approx", "gp")]
+                        + [", ".join(mark(t, t) for t in ("t1", "t2", "t3", "t4"))])
+    return rows
+
+
+def after_section(after, old_db, notes_path=""):
+    """The report's section for a re-run kept in its own record (AFTER_JSON)."""
+    parts = [f"## {AFTER_TITLE}"]
+    la = after.get("loadavg", [])
+    cmd = after.get("command")
+    parts.append(
+        "A re-run of the target cells after the server's fixes, its raw cells in " + AFTER_JSON + " (the tables "
+        "above are the old run's, kept: they document the finding). "
+        + (f"Source: {after['source']}. " if after.get("source") else "")
+        + (f"Command: `{cmd}`. " if cmd else "")
+        + (f"Load average (1 min) over the run: {min(la):.1f}-{max(la):.1f}, per cell in the record. " if la else "")
+        + f"Systematic config: fallback_after={after['args']['fallback']!r}, hedge_after="
+        f"{after['args']['hedge_after']!r}, max_batch_delay {after['args']['sys_batch_delay']}, rounds_in_flight "
+        f"{after['args']['sys_rounds']} (as before).")
+    rows = []
+    for k, g in after["groups"].items():
+        if not g["rates"]:
+            continue
+        parts.append(f"### {g['part']}: {g['workers']} workers, K = {g['K']}, N = {g['N']} (N/K = "
+                     f"{g['N'] / g['K']:.2f}), {g['title']} (after the fixes)\n\n" + group_table(g))
+        if g["part"] == "target" and g["delay"] == "pareto":
+            rows += after_rows(g, old_db["groups"].get(k) if old_db else None)
+    if rows:
+        parts.append(
+            "### Targets after the fixes, [before] in brackets\n\nLatency in ms; p50 against the same run's "
+            "uncoded p50, p99.9 against Hedged(p95) / Replication, goodput against the best baseline at D = "
+            "uncoded p99; p99.9 (each run's own baselines); approx.: the fraction of answers approximate "
+            "(their RelAcc).\n\n" + markdown_table(
+                ["K x N (N/K)", "scheme", "load", "p50 vs uncoded", "p99.9 vs Hedged(p95) / Rep", "RelAcc",
+                 "approx. (RelAcc)", "goodput vs best baseline (D = p99u; p99.9u)",
+                 "targets: p50, p99.9, RelAcc, goodput"], rows, "lll" + "r" * 6))
+    if notes_path and os.path.exists(notes_path):
+        with open(notes_path) as f:
+            parts.append(f.read())
+    return "\n\n".join(parts)
 
 
 def plot(db, path):
@@ -575,7 +672,7 @@ def plot(db, path):
     print("wrote", path)
 
 
-def report(db, args, out_dir):
+def report(db, args, out_dir, after=None):
     sections = []
     costs = db.get("compute_us", {})
     if costs:
@@ -603,6 +700,8 @@ def report(db, args, out_dir):
     if args.notes and os.path.exists(args.notes):
         with open(args.notes) as f:
             sections.append(f.read())
+    if after is not None and any(g["rates"] for g in after["groups"].values()):
+        sections.append(after_section(after, db, args.after_notes))
     la = db.get("loadavg", [])
     notes = (f"Every scheme has the same N workers (1 thread each, 2 cores shared by the master, the N workers "
              f"and other users' jobs). Load average (1 min) over the run: {min(la):.1f}-{max(la):.1f}, per cell in "
@@ -640,6 +739,11 @@ def main():
     ap.add_argument("--fresh", action="store_true", help="start a new serving.json.gz")
     ap.add_argument("--notes", default="", help="a markdown file appended to the report (the analysis)")
     ap.add_argument("--out", default=str(RESULTS_DIR), help="folder for serving.md, .png, .json.gz")
+    ap.add_argument("--json", default="serving.json.gz",
+                    help=f"the raw record in --out that a run adds its cells to; {AFTER_JSON}: a re-run kept apart "
+                    "(the report is always built from serving.json.gz, and from " + AFTER_JSON + ", when there, "
+                    f"its section '{AFTER_TITLE}', each target beside the old record's cell)")
+    ap.add_argument("--after-notes", default="", help=f"a markdown file appended to the {AFTER_JSON} section")
     args = ap.parse_args()
     plan = PLAN
     if args.quick:
@@ -647,13 +751,32 @@ def main():
     if args.plan is None:
         args.plan = ",".join(p for p in plan if p != "pilot")
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "serving.json.gz")
+    path = os.path.join(args.out, args.json)
+    main_path, after_path = os.path.join(args.out, "serving.json.gz"), os.path.join(args.out, AFTER_JSON)
+
+    def write(db):
+        """The report: serving.json.gz's record, and the re-run's (AFTER_JSON) section when there."""
+        if os.path.abspath(path) == os.path.abspath(main_path):
+            main_db = db
+        else:
+            main_db = load(main_path) if os.path.exists(main_path) else dict(groups={}, loadavg=[], args=db["args"])
+        after = (db if os.path.abspath(path) == os.path.abspath(after_path)
+                 else load(after_path) if os.path.exists(after_path) else None)
+        report(main_db, args, args.out, after=after)
+
+    if args.report_only:
+        if os.path.abspath(path) == os.path.abspath(main_path) and os.path.exists(path):
+            db = load(path)
+            db["args"] = dict(fallback=args.fallback, hedge_after=args.hedge_after,
+                              sys_batch_delay=args.sys_batch_delay, sys_rounds=args.sys_rounds)
+        else:
+            db = load(path) if os.path.exists(path) else dict(groups={}, loadavg=[], args={})
+        write(db)
+        return
     db = load(path) if os.path.exists(path) and not args.fresh else dict(groups={}, loadavg=[])
     db["args"] = dict(fallback=args.fallback, hedge_after=args.hedge_after, sys_batch_delay=args.sys_batch_delay,
                       sys_rounds=args.sys_rounds)
-    if args.report_only:
-        report(db, args, args.out)
-        return
+    db["command"], db["source"] = command_line(), source_state()
     from letcc.experiments.data import load_dataset
     from letcc.experiments.factory import make_factory
 
@@ -681,7 +804,7 @@ def main():
                 run_group(db, part, workers, K, N, dname, loads, n_min, only, args, base, X, exact, log,
                           lambda: save(db, path))
     save(db, path)
-    report(db, args, args.out)
+    write(db)
 
 
 if __name__ == "__main__":
