@@ -499,8 +499,10 @@ class LiesOnWorker:
 def test_the_workers_a_robust_code_flags_are_counted_and_a_repeat_offender_is_suspected(rng):
     code = letcc.LeTCC(4, 12, adversaries=1)
     rounds = 12
+    # max_batch_delay: every round holds the 4 requests submitted together (a round that left
+    # with fewer, padded, would decode other inputs than the reference below)
     with CodedServer(functools.partial(LiesOnWorker, 5), code, threads_per_worker=1, wait_for=12,
-                     max_groups=1) as s:
+                     max_groups=1, max_batch_delay=1e6) as s:
         for _ in range(rounds):              # one round at a time: every round has the liar in it
             X = rng.standard_normal((4, D))
             est = np.stack([f.result(WAIT) for f in [s.submit(x) for x in X]])
