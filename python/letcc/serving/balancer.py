@@ -170,7 +170,7 @@ class Balancer:
         ctx = self.ctx
         ctx.pool.lost(ev.worker)
         ctx.pool.report(None, ev.worker, f"{death_text(ev)}; it is being replaced")
-        for fl in list({id(f): f for f in ctx.flights.values()}.values()):
+        for fl in ctx.each_flight():
             self._worker_failed(fl, ev.worker)
 
     def _worker_failed(self, fl, j: int) -> None:
@@ -191,7 +191,7 @@ class Balancer:
     # ---- hangs, hedges, deadlines --------------------------------------------------
 
     def check(self, now: float) -> None:
-        for fl in list({id(f): f for f in self.ctx.flights.values()}.values()):
+        for fl in self.ctx.each_flight():
             self._check(fl, now)
 
     def _check(self, fl, now: float) -> None:

@@ -68,7 +68,7 @@ class CodedRounds:
         t = math.inf
         if ctx.ring.free and ctx.requests.live():
             t = ctx.requests.oldest_submit() + self.max_batch_delay
-        for fl in self._flights():
+        for fl in self.ctx.each_flight():
             t = min(t, fl.deadline_at, fl.t0 + fl.waiter.next_change(now - fl.t0))
         return t
 
@@ -131,16 +131,12 @@ class CodedRounds:
         self.ctx.stats.add(stale=1)
 
     def on_died(self, ev) -> None:
-        self.engine.worker_died([fl.rnd for fl in self._flights()], ev)
-
-    def _flights(self) -> list:
-        """The flights in flight, each once (a flight may hold several round ids)."""
-        return list({id(fl): fl for fl in self.ctx.flights.values()}.values())
+        self.engine.worker_died([fl.rnd for fl in self.ctx.each_flight()], ev)
 
     # ---- ends of rounds ------------------------------------------------------------
 
     def check(self, now: float) -> None:
-        for fl in self._flights():
+        for fl in self.ctx.each_flight():
             if fl.id not in self.ctx.flights:
                 continue
             decision = self.engine.decision(fl.rnd, now)

@@ -79,6 +79,10 @@ class Context:
         self.requests, self.ring, self.stats = requests, ring, stats
         self.flights: dict = {}               # round id -> flight (a task: one id per copy)
 
+    def each_flight(self) -> list:
+        """The flights in flight, each once (a flight may hold several round ids)."""
+        return list({id(fl): fl for fl in self.flights.values()}.values())
+
 
 def _log_report(errors, j: int, text: str) -> None:
     """The dispatcher's reporter: the 'letcc.serving' logger (stats()['last_errors']
@@ -188,7 +192,7 @@ class Dispatcher:
     def _publish(self, cpu: float) -> float:
         """Queue depth, flights and this thread's CPU time into the stats."""
         t = time.thread_time()
-        n = len({id(fl) for fl in self.ctx.flights.values()})
+        n = len(self.ctx.each_flight())
         with self.stats.lock:
             self.stats.master_cpu += t - cpu
             self.stats.queue_depth = self.inbox.waiting
@@ -199,7 +203,7 @@ class Dispatcher:
     def fail_everything(self, exc: BaseException) -> None:
         pending = self.inbox.drain() + self.requests.drain()
         flights = self.ctx.flights
-        for fl in {id(f): f for f in flights.values()}.values():
+        for fl in self.ctx.each_flight():
             pending += [r for r in fl.requests if r is not None]
         flights.clear()
         for req in pending:

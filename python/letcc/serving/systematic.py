@@ -113,7 +113,7 @@ class SystematicRounds(CodedRounds):
 
     def due(self, now: float) -> float:
         t = super().due(now)
-        for fl in self._flights():
+        for fl in self.ctx.each_flight():
             if fl.fallback_at > now:          # a fallback that found nothing to decode is not due again
                 t = min(t, fl.fallback_at)
             if fl.hedge_id is None and fl.hedge_at > now:
