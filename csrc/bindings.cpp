@@ -36,8 +36,8 @@ using bind::as_f64_vector;
 using bind::columns_of;
 using bind::dispatch_float;
 
-// bindings_round_counter.cpp: the local runtime's shared-memory atomics.
-void register_round_counter(py::module_& mod);
+// bindings_control.cpp: the local runtime's control segment (round counter, task doorbell).
+void register_control(py::module_& mod);
 // output_space.cpp: the compiled passes of LeTCC's log output space.
 void register_output_space(py::module_& mod);
 
@@ -261,7 +261,7 @@ PYBIND11_MODULE(_core, mod) {
             return py::make_tuple(lams, rows_array(rows, av.size(), xv.size()));
         },
         py::arg("x"), py::arg("at"), py::arg("c"), py::arg("end_factor"));
-    register_round_counter(mod);
+    register_control(mod);
     register_output_space(mod);
     mod.def("set_num_threads", [](int k) { ThreadPool::instance().set_num_threads(k); }, py::arg("k"));
     mod.def("get_num_threads", []() { return ThreadPool::instance().num_threads(); });

@@ -4,11 +4,13 @@
 // the dense operator, the smoother trace and the GCV score, each checked on
 // fresh random inputs, every element, against a dense float64 solve written
 // here (Green & Silverman's Q, R, W built as full matrices, Gaussian
-// elimination with partial pivoting), plus the round counter's semantics.
+// elimination with partial pivoting), plus the round counter's semantics and
+// the task records and doorbell of the control segment (control_words.hpp).
 // Built by csrc/test/CMakeLists.txt (LETCC_BUILD_TESTS at the top level) and
 // run by tests/test_cpp_core.py. Seed: LETCC_TEST_SEED, else random (printed).
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +23,7 @@
 #include "driver/linear_maps.hpp"
 #include "driver/spline_ops.hpp"
 #include "reinsch.hpp"
+#include "control_words.hpp"
 #include "round_counter.hpp"
 
 using namespace letcc;
@@ -310,6 +313,114 @@ void test_round_counter() {
     CHECK(round_counter_count(&word, 42) == threads * per, "concurrent adds: %lld", (long long)round_counter_count(&word, 42));
 }
 
+// Task records under a concurrent writer: every record a reader accepts is
+// one the writer wrote whole (its fields all derived from its round).
+void test_task_records() {
+    std::int64_t rec[kRecordWords];
+    TaskRecord t0;
+    write_record(rec, t0);
+    TaskRecord got;
+    CHECK(read_record(rec, &got) == 0, "a record never posted reads as none");
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {
+        for (std::int64_t r = 0; r < 200000; ++r) {
+            TaskRecord t;
+            t.round = r;
+            t.b = 3 * r + 1;
+            t.sleep_s = 0.5 * double(r);
+            t.chunk_rows = r + 7;
+            t.slot = r % 5;
+            write_record(rec, t);
+        }
+        stop = true;
+    });
+    long accepted = 0, torn = 0;
+    std::int64_t last = -1;
+    while (!stop) {
+        const int rc = read_record(rec, &got);
+        if (rc < 0) continue;
+        if (rc == 0) continue;
+        ++accepted;
+        if (got.b != 3 * got.round + 1 || got.sleep_s != 0.5 * double(got.round) || got.chunk_rows != got.round + 7 ||
+            got.slot != got.round % 5 || got.round < last)
+            ++torn;
+        last = got.round;
+    }
+    writer.join();
+    CHECK(torn == 0, "%ld torn or out-of-order records among %ld accepted", torn, accepted);
+    CHECK(read_record(rec, &got) == 1 && got.round == 199999, "the last record reads whole");
+}
+
+// The poster and a worker port over one control array: subsets, the oldest
+// ring slot first, replaced records skipped, mail, stop, a sleeping worker
+// woken by a post from another thread, timeouts.
+void test_poster_and_port() {
+    const std::int64_t n = 40, ring = 3;     // > 32 workers: bits shared by two ranks
+    std::vector<std::int64_t> ctl(std::size_t(ControlWords::size(n, ring)), 0);
+    ControlWords w{ctl.data(), n, ring};
+    for (std::int64_t k = 0; k < ring; ++k)
+        for (std::int64_t j = 0; j < n; ++j) *w.record(k, j) = kNoTask;
+    TaskPoster poster(w);
+    WorkerPort port5(w, 5, -1), port37(w, 37, -1);     // 37 = 5 + 32: the same doorbell bit
+    TaskRecord t;
+    std::int64_t k = -1;
+    CHECK(port5.next(0.0, 0.0, &t, &k) == Next::kTimeout, "nothing posted: timeout");
+    const std::int64_t to5[] = {5, 9};
+    std::vector<double> sleeps(std::size_t(n), 0.0);
+    sleeps[5] = 0.25;
+    poster.post(2, 10, to5, 2, 4, sleeps.data(), 3, nullptr);
+    poster.post(0, 11, to5, 1, 2, nullptr, 0, nullptr);
+    CHECK(*w.wanted(2, 5) == 10 && *w.wanted(2, 9) == 10 && *w.wanted(0, 5) == 11, "wanted words written");
+    CHECK(port37.next(0.0, 0.0, &t, &k) == Next::kTimeout, "worker 37 shares a bit but has no task");
+    CHECK(port5.next(0.0, 0.0, &t, &k) == Next::kTask && t.round == 10 && k == 2 && t.b == 4 && t.sleep_s == 0.25 &&
+              t.chunk_rows == 3 && t.slot == kOwnSlot,
+          "the oldest round first: got round %lld in ring %lld", (long long)t.round, (long long)k);
+    CHECK(port5.next(0.0, 0.0, &t, &k) == Next::kTask && t.round == 11 && k == 0 && t.sleep_s == 0.0, "then 11");
+    CHECK(port5.next(0.0, 0.0, &t, &k) == Next::kTimeout, "each task once");
+    // a record replaced before its worker took it is never run
+    const std::int64_t to37[] = {37};
+    std::vector<std::int64_t> slots(std::size_t(n), -1);
+    slots[37] = 12;
+    poster.post(1, 12, to37, 1, 1, nullptr, 0, slots.data());
+    poster.post(1, 15, to37, 1, 1, nullptr, 0, slots.data());
+    CHECK(port37.next(0.0, 0.0, &t, &k) == Next::kTask && t.round == 15 && t.slot == 12, "the newer record");
+    CHECK(port37.next(0.0, 0.0, &t, &k) == Next::kTimeout, "round 12 was replaced");
+    // a port started after posts (a replacement worker) does not take them
+    WorkerPort late5(w, 5, -1);
+    CHECK(late5.next(0.0, 0.0, &t, &k) == Next::kTimeout, "a new worker starts after the posted records");
+    // mail, then stop
+    poster.mail(5);
+    CHECK(port5.next(0.0, 0.0, &t, &k) == Next::kMail, "mail");
+    CHECK(port5.next(0.0, 0.0, &t, &k) == Next::kTimeout, "mail once");
+    // a sleeping worker is woken by a post from another thread
+    Next what = Next::kTimeout;
+    std::thread sleeper([&] { what = port5.next(-1.0, 0.0, &t, &k); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    poster.post(0, 20, to5, 1, 1, nullptr, 0, nullptr);
+    sleeper.join();
+    CHECK(what == Next::kTask && t.round == 20, "woken for round 20");
+    // spinning finds a post too
+    std::thread spinner([&] { what = port37.next(5.0, 5.0, &t, &k); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    poster.post(2, 21, to37, 1, 1, nullptr, 0, nullptr);
+    spinner.join();
+    CHECK(what == Next::kTask && t.round == 21, "a spinning worker takes round 21");
+    // nap: rung (true) or timed out (false)
+    CHECK(!port5.nap(0.001), "nap times out");
+    std::thread napper([&] { what = port5.nap(5.0) ? Next::kTask : Next::kTimeout; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    poster.mail(5);
+    napper.join();
+    CHECK(what == Next::kTask, "nap rung by mail");
+    *w.mail(5) = kStop;
+    poster.ring_all();
+    CHECK(port5.next(-1.0, 0.0, &t, &k) == Next::kStop, "stop");
+    // done(): counted while the counter holds the round
+    __atomic_store_n(w.counter(), round_counter_start(20), __ATOMIC_SEQ_CST);
+    CHECK(port37.done(20) && round_counter_count(w.counter(), 20) == 1 && *w.done_round(37) == 20, "done counted");
+    CHECK(!port37.done(19), "a done for another round is not counted");
+}
+
 void test_errors() {
     bool threw = false;
     try {
@@ -348,6 +459,8 @@ int main() {
         for (std::size_t n : {1, 4, 12, 40})
             for (std::size_t m : {1, 9, 600}) test_dense_map(q, n, m);
     test_round_counter();
+    test_task_records();
+    test_poster_and_port();
     test_errors();
     if (failures) {
         std::printf("%d of %ld checks failed (seed %llu)\n", failures, checks, static_cast<unsigned long long>(seed));

@@ -1,4 +1,14 @@
-"""Local backend: N worker processes on this machine, shared-memory slots, pipes.
+"""Local backend: N worker processes on this machine, shared memory, pipes.
+
+    master                                   worker j (worker_main)
+    submit: wanted words + task records ---> WorkerPort.next (futex sleep)
+            one futex wake for the round     run the model on its input slot
+    encode into input slots (shm)            write its output slot (shm)
+    arm: answers wanted -> target word <---  WorkerPort.done: count the answer;
+    poll: epoll on the answer doorbell,      the one reaching the target writes
+          the pipes and the sentinels        one byte to the answer doorbell
+    layout / probe / stop: pipe + mail ----> drained before the next task
+    errors, shapes, late answers     <------ pipe messages
 
 The backend is transport only: it starts, watches, stops and replaces worker
 processes, moves inputs/outputs through shared memory and turns worker messages
@@ -35,9 +45,9 @@ from letcc import _core
 from letcc.runtime.backend import Backend, Event
 from letcc.runtime.frames import FrameReader, frame, write_all
 from letcc.runtime.local_processes import Resources, context, shutdown
-from letcc.runtime.messages import CANCELLED, DONE, OWN_SLOT, parse_reply, task_frame
+from letcc.runtime.messages import CANCELLED, DONE, parse_reply
 from letcc.runtime.shm_slots import SlotArray, new_prefix
-from letcc.runtime.worker_main import control_layout, control_words, worker_main
+from letcc.runtime.worker_main import control_words, reset_control, spin_seconds, worker_main
 
 __all__ = ["Event", "LocalBackend"]
 
@@ -73,6 +83,7 @@ class LocalBackend(Backend):
                  startup_timeout: float = 120.0, chunk_rows: int | None = None, rounds_in_flight: int = 1):
         self.n = int(n_workers)
         self.ring = int(rounds_in_flight)
+        spin_seconds()              # a bad LETCC_WORKER_SPIN_US is an error here, not a dead worker
         self._factory = model_factory
         self._devices = list(devices)
         self._threads = threads_per_worker
@@ -100,15 +111,14 @@ class LocalBackend(Backend):
                               bell=(self._bell_r, self._bell_w, self._wake_r, self._wake_w))
         self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (control_words(self.n, self.ring),), np.int64)
         self._ctl_view = ctl = self._ctl.view(1).reshape(-1)
-        words = control_layout(ctl, self.ring)
+        words = reset_control(ctl, self.ring)
         self._wanted, self._slots, self._done_round = words.wanted, words.slots, words.done_round
         self._done_time = words.done_time
         self._counter_word, self._bell_word = words.counter_word, words.bell_word
-        self._wanted[:] = -1
+        # tasks: records in the control words and one futex wake (csrc/control_words.hpp)
+        self._poster = self._res.poster = _core.TaskPoster(ctl, self.n, self.ring)
         self._identity_slots = np.arange(self.n, dtype=np.int64)
-        self._slots[:] = self._identity_slots
         self._slots_identity = True      # _slots holds the identity (set_input_slots(None) writes nothing)
-        self._done_round[:] = -1
         self._round = -1                 # the latest round submitted
         self._ring_round = np.full(self.ring, -1, dtype=np.int64)   # the round each ring slot holds
         self._positions = None           # set_input_slots
@@ -140,7 +150,7 @@ class LocalBackend(Backend):
         self._sel.register(parent, selectors.EVENT_READ, (j, "conn"))
         self._sel.register(proc.sentinel, selectors.EVENT_READ, (j, "sentinel"))
         if self._inp is not None:
-            parent.send(("layout", self._inp.spec, self._out.spec if self._out else None))
+            self._send(j, ("layout", self._inp.spec, self._out.spec if self._out else None))
 
     def _wait_started(self, workers, timeout: float) -> None:
         """Block until the given workers are ready; raise if the model cannot be built."""
@@ -235,12 +245,9 @@ class LocalBackend(Backend):
 
     def _broadcast_layout(self) -> None:
         msg = ("layout", self._inp.spec, self._out.spec if self._out else None)
-        for h in self._res.handles:
+        for j, h in enumerate(self._res.handles):
             if h is not None and h.state != "dead":
-                try:
-                    h.conn.send(msg)
-                except OSError:
-                    pass
+                self._send(j, msg)
 
     def output_reference(self):
         """(worker, row shape, dtype) the output layout was learnt from, or None."""
@@ -304,27 +311,11 @@ class LocalBackend(Backend):
         self._reported[:] = False
         _core.atomic_store(self._ctl_view, self._bell_word, max(1, len(workers)))
         self._ring_round[ring] = r
-        if len(workers) == 1:
-            self._wanted[ring, workers[0]] = r              # before the message: see worker_main
-        elif len(workers):
-            self._wanted[ring, np.asarray(workers)] = r
-        # Framed once per distinct message, a fixed binary struct (messages.py), not
-        # a pickle: with every worker reading its own slot (positions None) and no
-        # per-worker sleep, one message for all (OWN_SLOT), written N times.
-        pos = self._positions
-        sleeps = sleep_s.tolist()
-        if pos is None and not any(sleeps):
-            data = task_frame(r, b, 0.0, self._chunk_rows, OWN_SLOT, ring)
-            for j in workers:
-                self._send_framed(j, data)
-            return
-        wire: dict = {}
-        for j in workers:
-            s, slot = sleeps[j], (OWN_SLOT if pos is None else int(pos[j]))
-            data = wire.get((s, slot))
-            if data is None:
-                data = wire[(s, slot)] = task_frame(r, b, s, self._chunk_rows, slot, ring)
-            self._send_framed(j, data)
+        # wanted words and task records of every worker, then one futex wake
+        # for all of them (worker_main's docstring); None: 0 s sleeps, own slots
+        workers = np.asarray(workers, dtype=np.int64)
+        sleeps = sleep_s if sleep_s.any() else None
+        self._poster.post(ring, r, workers, b, sleeps, self._chunk_rows or 0, self._positions)
 
     def _queued_answers(self, r: int) -> None:
         mask = self._done_round == r
@@ -377,9 +368,10 @@ class LocalBackend(Backend):
     def _send_framed(self, j: int, data: bytes) -> bool:
         try:
             write_all(self._res.handles[j].reader.fd, data)
-            return True
         except OSError:         # it just died (or its pipe is closed); its sentinel will say so
             return False
+        self._poster.mail(j)    # a worker asleep on its doorbell reads its pipe only when told
+        return True
 
     def poll(self, timeout: float | None) -> list[Event]:
         """Events that arrived, waiting up to `timeout` seconds for the first one

@@ -28,6 +28,7 @@ class Resources:
     handles: list
     lifeline: object = None
     bell: tuple = ()                 # both ends of the doorbell pipe
+    poster: object = None            # letcc._core.TaskPoster over the control words
     segments: list = field(default_factory=list)
     closed: bool = False
 
@@ -39,6 +40,8 @@ def shutdown(res: Resources, ctl, join_timeout: float = 2.0) -> None:
     try:
         if ctl is not None and ctl._flat is not None:
             ctl.view(1)[...] = STOP         # chunked or sleeping workers stop at once
+            if res.poster is not None:
+                res.poster.ring_all()       # and idle ones wake to see it
     except Exception:
         pass
     live = [h for h in res.handles if h is not None and h.state != "dead"]
@@ -74,6 +77,8 @@ def shutdown(res: Resources, ctl, join_timeout: float = 2.0) -> None:
     for seg in res.segments:
         seg.close()
     res.segments.clear()
+    if res.poster is not None:
+        res.poster.release()            # its reference to the control words, before they are unmapped
     if ctl is not None:
         ctl.close()
 

@@ -8,12 +8,15 @@ message of a few bytes otherwise. Every answer carries the round id it answers.
 Building the model, the simulated sleep and the chunk loop are
 letcc.runtime.worker_common's, shared with the Ray actor.
 
-Messages (in Connection's framing, letcc.runtime.frames; a duplex Pipe per
-worker; task, done and cancelled are fixed binary structs, letcc.runtime.messages,
-the rest pickled tuples), master -> worker:
-    task (round, b, sleep_s, chunk_rows, slot, ring)
-                                            compute rows 0..b-1 of input slot `slot`
-                                            of region `ring`
+Tasks are records in the shared control words, not messages: the master
+writes one record per worker it hands a round to and wakes them all with one
+futex call (csrc/control_words.hpp, csrc/task_doorbell.hpp; a worker sleeps
+in ``letcc._core.WorkerPort.next`` with the GIL released). Everything else
+goes through a duplex pipe per worker (Connection's framing,
+letcc.runtime.frames; done and cancelled are fixed binary structs,
+letcc.runtime.messages, the rest pickled tuples). master -> worker, each
+followed by a bump of the worker's mail counter and a ring, so a worker reads
+its pipe before any task posted after the message:
     ("layout", in_spec, out_spec|None)      attach new segments (shapes changed)
     ("probe", round, b)                     compute row 0 only, report its shape
     ("stop",)
@@ -24,11 +27,15 @@ worker -> master:
     ("probe", round, shape, dtype)
 
 Rounds in flight: the segments have R regions (ring slots, shm_slots) and
-a task names its region k and its input slot there; the output goes to the
-worker's own slot of region k. A worker works through its tasks in the order
-they came (its pipe is a queue) and drops the ones no longer wanted.
+there is one task record per (ring slot, worker); a task names its input slot
+in its region and its output goes to the worker's own slot of that region. A
+worker takes the oldest new record first (the order the rounds were posted)
+and drops tasks no longer wanted. A record rewritten before its worker took
+it (its ring slot reused by a later round: the earlier one had ended) is
+never run; the master acknowledges every task up to the round a reply names.
 
-Control words (int64; R = ring slots, 1 for CodedInference):
+Control words (int64; R = ring slots, 1 for CodedInference; the C++ side is
+csrc/control_words.hpp, ControlWords, and must agree):
     ctl[k*N + rank]        the round the master still wants from this worker in
                            region k (-1: none); checked before a task starts,
                            between chunks and while sleeping (simulate="sleep"),
@@ -38,15 +45,23 @@ Control words (int64; R = ring slots, 1 for CodedInference):
     ctl[(R+1)*N + rank]    the last round this worker finished
     ctl[(R+2)*N + rank]    when (float64 perf_counter)
     ctl[(R+3)*N]           the round counter; ctl[(R+3)*N + 1] the doorbell target
+    ctl[(R+3)*N + 2 + rank] this worker's mail counter (STOP: shut down)
+    ctl[(R+4)*N + 2]       the task doorbell (a futex in its low 32 bits)
+    ctl[(R+4)*N + 3 ...]   the task records, 5 words per (ring slot, worker)
 
 Answers: "done" for the round the master submitted last is not a message. The
 worker writes the time and the round into its two words above, then adds one
 to the round's counter (compare-and-swap, only while it still holds that
-round: letcc._core.round_counter_add); the worker whose answer brings the
-count to the master's target writes one byte to the doorbell pipe. The master
+round); the worker whose answer brings the count to the master's target
+writes one byte to the doorbell pipe (all in WorkerPort.done). The master
 so sleeps until the answers it needs are in (LocalBackend.arm) rather than
 waking once per answer. A done for any other round (an older round still in
 flight, or one the master has left) goes as a message, like the rest.
+
+Idle workers sleep in the kernel (no spinning by default: on a machine with
+fewer cores than workers a spinning worker takes the core the master or a
+busy worker needs; LETCC_WORKER_SPIN_US sets a spin before each sleep, for
+machines with a core per worker).
 """
 from __future__ import annotations
 
@@ -63,20 +78,39 @@ import numpy as np
 
 from letcc import _core
 from letcc.runtime.frames import FrameReader, frame, write_all
-from letcc.runtime.messages import OWN_SLOT, TASK, parse_task, reply_frame
+from letcc.runtime.messages import reply_frame
 from letcc.runtime.shm_slots import attach
 from letcc.runtime.worker_common import (become_worker, limit_threads, prepare_model, run_chunks,
                                          sleep_unless_cancelled, worker_rank)
 
 __all__ = ["worker_main", "worker_rank", "prepare_model"]
 
-STOP = -2           # ctl value: shut down
+STOP = _core.STOP               # ctl value: shut down
+OWN_SLOT = _core.OWN_SLOT       # a task's input slot: the worker's own rank
+# what WorkerPort.next returns when it is not a task
+_MAIL, _STOPPED, _TIMEOUT = 1, 2, 3
+# a worker with nothing to do wakes this often to look at its pipe (EOF: the
+# master is gone without a stop; the lifeline usually says so first)
+_IDLE_CHECK_S = 1.0
 
 
 def control_words(n_workers: int, ring: int = 1) -> int:
     """Size of the shared control array for N workers and `ring` ring slots
     (layout: module docstring)."""
-    return (ring + 3) * n_workers + 2
+    return int(_core.control_words(n_workers, ring))
+
+
+def spin_seconds() -> float:
+    """How long an idle worker spins before it sleeps (LETCC_WORKER_SPIN_US,
+    default 0; the module docstring says why)."""
+    raw = os.environ.get("LETCC_WORKER_SPIN_US", "0")
+    try:
+        us = float(raw)
+    except ValueError:
+        raise ValueError(f"LETCC_WORKER_SPIN_US must be a number of microseconds, got {raw!r}") from None
+    if not us >= 0 or us == float("inf"):
+        raise ValueError(f"LETCC_WORKER_SPIN_US must be finite and >= 0, got {raw!r}")
+    return us * 1e-6
 
 
 class ControlLayout(NamedTuple):
@@ -89,14 +123,32 @@ class ControlLayout(NamedTuple):
     done_time: np.ndarray   # float64 [N]: when (perf_counter)
     counter_word: int       # the round counter (round_counter.hpp)
     bell_word: int          # the count at which a finishing worker rings the doorbell
+    mail: np.ndarray        # int64 [N]: mail counters (a message waits in the pipe)
+    records: np.ndarray     # int64 [R, N, 5]: the task records
 
 
 def control_layout(ctl: np.ndarray, ring: int = 1) -> ControlLayout:
     """The views of `ctl`, a flat int64 array of control_words(N, ring) words."""
-    n = (ctl.shape[0] - 2) // (ring + 3)
+    n = (ctl.shape[0] - 3) // (6 * ring + 4)
+    if ctl.shape[0] != control_words(n, ring):
+        raise ValueError(f"a control array of {ctl.shape[0]} words fits no number of workers with {ring} ring slots")
     w = ring * n
+    tail = w + 3 * n
     return ControlLayout(n, ctl[:w].reshape(ring, n), ctl[w:w + n], ctl[w + n:w + 2 * n],
-                         ctl[w + 2 * n:w + 3 * n].view(np.float64), w + 3 * n, w + 3 * n + 1)
+                         ctl[w + 2 * n:tail].view(np.float64), tail, tail + 1, ctl[tail + 2:tail + 2 + n],
+                         ctl[tail + n + 3:].reshape(ring, n, 5))
+
+
+def reset_control(ctl: np.ndarray, ring: int = 1) -> ControlLayout:
+    """A fresh control array (the master, before any worker starts): nothing
+    wanted, identity probe slots, no task posted, no round finished."""
+    words = control_layout(ctl, ring)
+    ctl[:] = 0
+    words.wanted[:] = -1
+    words.slots[:] = np.arange(words.n)
+    words.done_round[:] = -1
+    words.records[:] = -1
+    return words
 
 
 class _Worker:
@@ -112,8 +164,8 @@ class _Worker:
         words = control_layout(ctl, ring)
         self.n = words.n
         self.slot_word = ring * words.n + rank
-        self.done_round, self.done_time = words.done_round, words.done_time
-        self.counter_word, self.bell_word = words.counter_word, words.bell_word
+        self.port = _core.WorkerPort(ctl, words.n, ring, rank, self.bell)
+        self.spin = spin_seconds()
         self.call = call
         self.inp = None
         self.out = None
@@ -137,19 +189,19 @@ class _Worker:
             self.inp = self.out = None
 
     def task(self, r: int, b: int, sleep_s: float, chunk_rows: int | None, slot: int, ring: int) -> tuple:
-        word = ring * self.n + self.rank
+        port = self.port
         if slot == OWN_SLOT:
             slot = self.rank
 
         def wanted():
-            return int(self.ctl[word]) == r
+            return port.wanted(ring) == r
 
         def nap(left):
-            # wake early when the master writes (a new round or stop: it may
-            # have moved on); a pending message with the round still wanted (a
-            # queued task behind this one, rounds in flight) is nothing to wake
-            # for: sleep the slice out instead of spinning on poll()
-            if self.reader.poll(min(left, 0.02)) and wanted():
+            # wake early when the doorbell rings for this worker (a new round,
+            # mail, stop: the master may have moved on); a ring with the round
+            # still wanted (a task posted behind this one, rounds in flight) is
+            # nothing to wake for: sleep the slice out instead of spinning
+            if port.nap(min(left, 0.02)) and wanted():
                 time.sleep(min(left, 0.02))
 
         if not wanted() or self.inp is None or self.out is None:
@@ -190,57 +242,58 @@ class _Worker:
         return ("probe", r, tuple(y.shape), y.dtype.str)
 
     def loop(self) -> None:
-        reader, fd = self.reader, self.fd
+        port, spin = self.port, self.spin
+        if not self.mail():                 # what was sent before this worker could be told
+            return
         while True:
-            try:
-                data = reader.recv()
-            except (EOFError, OSError):
-                return                      # master gone
-            if data[0] == TASK:             # the hot path: binary (messages.py)
-                args = parse_task(data)
-                r, handler = args[0], self.task
-            else:
-                msg = pickle.loads(data)
-                kind = msg[0]
-                if kind == "stop":
+            got = port.next(_IDLE_CHECK_S, spin)
+            if type(got) is tuple:          # the hot path: a task record
+                if not self.reply(got[0], self.task, got):
                     return
-                if kind == "layout":
-                    self.layout(msg[1], msg[2])
-                    continue
-                r = msg[1]                  # ("probe", round, b)
-                handler, args = self.probe, msg[1:]
-            try:
-                reply = handler(*args)
-            except Exception:
-                reply = ("error", r, traceback.format_exc())
-            if reply[0] == "done" and self.answered(r):
-                continue
-            try:
-                if reply[0] in ("done", "cancelled"):
-                    write_all(fd, reply_frame(reply[0], r))
-                else:                       # plain pickle in Connection's framing (frames.py)
-                    write_all(fd, frame(pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)))
-            except (BrokenPipeError, OSError):
+            elif got == _MAIL or got == _TIMEOUT:
+                if not self.mail():
+                    return
+            else:                           # _STOPPED
                 return
 
-    def answered(self, r: int) -> bool:
-        """Report round r as done through the control words (module docstring);
-        False when the master has moved on (then it goes as a message)."""
-        rank = self.rank
-        self.done_time[rank] = time.perf_counter()
-        self.done_round[rank] = r
-        count = _core.round_counter_add(self.ctl, self.counter_word, r)
-        if count < 0:
+    def mail(self) -> bool:
+        """Handle every message waiting in the pipe; False: stop (or the master is gone)."""
+        reader = self.reader
+        try:
+            while reader.poll(0):
+                msg = pickle.loads(reader.recv())
+                kind = msg[0]
+                if kind == "stop":
+                    return False
+                if kind == "layout":
+                    self.layout(msg[1], msg[2])
+                elif not self.reply(msg[1], self.probe, msg[1:]):     # ("probe", round, b)
+                    return False
+        except (EOFError, OSError):
+            return False                    # master gone
+        return True
+
+    def reply(self, r: int, handler, args) -> bool:
+        """Run handler(*args) for round r and tell the master; False when the
+        master can no longer be told."""
+        try:
+            reply = handler(*args)
+        except Exception:
+            reply = ("error", r, traceback.format_exc())
+        if reply[0] == "done" and self.port.done(r):
+            return True
+        try:
+            if reply[0] in ("done", "cancelled"):
+                write_all(self.fd, reply_frame(reply[0], r))
+            else:                           # plain pickle in Connection's framing (frames.py)
+                write_all(self.fd, frame(pickle.dumps(reply, pickle.HIGHEST_PROTOCOL)))
+        except (BrokenPipeError, OSError):
             return False
-        if count == _core.atomic_load(self.ctl, self.bell_word):
-            try:
-                os.write(self.bell, b"!")
-            except BlockingIOError:
-                pass                        # full: the master has plenty to wake for
         return True
 
     def close(self) -> None:
         self._views.clear()
+        self.port.release()
         for mem in (self.inp, self.out, self.ctl_mem):
             if mem is not None:
                 mem.close()

@@ -1,0 +1,203 @@
+"""The local runtime's task records and doorbell (csrc/control_words.hpp through
+letcc._core.TaskPoster / WorkerPort): what a worker takes, in which order, across
+threads and processes, and the errors of the bindings. The C++ side has its own
+tests without Python (csrc/test/test_core.cpp: torn records, wake-ups)."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+
+import numpy as np
+import pytest
+
+from letcc import _core
+from letcc.runtime.worker_main import control_layout, control_words, reset_control, spin_seconds
+
+MAIL, STOP, TIMEOUT = 1, 2, 3
+
+
+def fresh(n, ring):
+    ctl = np.zeros(control_words(n, ring), dtype=np.int64)
+    reset_control(ctl, ring)
+    return ctl
+
+
+def test_layout_agrees_with_the_compiled_side():
+    for n, ring in [(1, 1), (4, 2), (16, 1), (64, 3)]:
+        ctl = fresh(n, ring)
+        words = control_layout(ctl, ring)
+        assert words.n == n and words.wanted.shape == (ring, n) and words.records.shape == (ring, n, 5)
+        assert (words.records == -1).all() and (words.wanted == -1).all() and (words.mail == 0).all()
+        assert (words.slots == np.arange(n)).all() and (words.done_round == -1).all()
+        # a post through the compiled poster lands in the views the Python side reads
+        poster = _core.TaskPoster(ctl, n, ring)
+        j, k = n - 1, ring - 1
+        sleeps = np.zeros(n)
+        sleeps[j] = 0.125
+        slots = np.full(n, -1, dtype=np.int64)
+        slots[j] = 3
+        poster.post(k, 77, np.array([j]), 6, sleeps, 2, slots)
+        assert words.wanted[k, j] == 77
+        assert words.records[k, j, 0] == 77 and words.records[k, j, 1] == 6
+        assert words.records[k, j, 2:3].view(np.float64)[0] == 0.125
+        assert words.records[k, j, 3] == 2 and words.records[k, j, 4] == 3
+        poster.mail(j)
+        assert words.mail[j] == 1
+        with pytest.raises(ValueError, match="fits no number of workers"):
+            control_layout(ctl[:-1], ring)
+
+
+def test_a_worker_takes_its_own_tasks_oldest_first_and_each_once():
+    n, ring = 6, 3
+    ctl = fresh(n, ring)
+    poster = _core.TaskPoster(ctl, n, ring)
+    ports = [_core.WorkerPort(ctl, n, ring, j, -1) for j in range(n)]
+    assert ports[2].next(0.0) == TIMEOUT
+    rng = np.random.default_rng()
+    sent = {j: [] for j in range(n)}
+    r = 0
+    for _ in range(3):                        # three rounds in flight, one per ring slot
+        workers = np.sort(rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False))
+        sleeps = rng.random(n)
+        poster.post(r % ring, r, workers, r + 1, sleeps, 0, None)
+        for j in workers.tolist():
+            sent[j].append((r, r + 1, float(sleeps[j]), None, _core.OWN_SLOT, r % ring))
+        r += 1
+    for j in range(n):
+        got = []
+        while True:
+            t = ports[j].next(0.0)
+            if t == TIMEOUT:
+                break
+            got.append(t)
+        assert got == sent[j]
+        for t in got:
+            assert ports[j].wanted(t[5]) == t[0]
+
+
+def test_a_replaced_record_is_skipped_and_a_late_port_starts_after_the_posts():
+    n = 3
+    ctl = fresh(n, 1)
+    poster = _core.TaskPoster(ctl, n, 1)
+    port = _core.WorkerPort(ctl, n, 1, 1, -1)
+    poster.post(0, 4, np.array([1]), 1, None, 5, None)
+    poster.post(0, 9, np.array([1]), 2, None, 0, None)
+    assert port.next(0.0) == (9, 2, 0.0, None, _core.OWN_SLOT, 0)
+    assert port.next(0.0) == TIMEOUT
+    assert _core.WorkerPort(ctl, n, 1, 1, -1).next(0.0) == TIMEOUT      # a replacement of worker 1
+    poster.post(0, 10, np.array([1]), 1, None, 5, None)
+    assert port.next(0.0) == (10, 1, 0.0, 5, _core.OWN_SLOT, 0)
+
+
+def test_mail_stop_and_a_sleeping_thread_woken_by_a_post():
+    n = 2
+    ctl = fresh(n, 1)
+    words = control_layout(ctl, 1)
+    poster = _core.TaskPoster(ctl, n, 1)
+    port = _core.WorkerPort(ctl, n, 1, 0, -1)
+    poster.mail(0)
+    assert port.next(0.0) == MAIL and port.next(0.0) == TIMEOUT
+    got = []
+    t = threading.Thread(target=lambda: got.append(port.next(-1.0)))     # no timeout: the GIL is released
+    t.start()
+    poster.post(0, 3, np.array([0]), 1, None, 0, None)
+    t.join(30)
+    assert not t.is_alive() and got == [(3, 1, 0.0, None, _core.OWN_SLOT, 0)]
+    words.mail[0] = _core.STOP
+    poster.ring_all()
+    assert port.next(-1.0) == STOP
+
+
+def _echo_worker(name, n, rank, rounds, queue):
+    from multiprocessing import shared_memory
+
+    shm = shared_memory.SharedMemory(name=name)
+    try:
+        ctl = np.ndarray((control_words(n, 1),), dtype=np.int64, buffer=shm.buf)
+        port = _core.WorkerPort(ctl, n, 1, rank, -1)
+        queue.put("ready")
+        for _ in range(rounds):
+            t = port.next(30.0)
+            queue.put(t if t == TIMEOUT else t[:2])
+        port.release()
+        del ctl
+    finally:
+        shm.close()
+
+
+def test_tasks_reach_another_process_through_the_futex():
+    from multiprocessing import shared_memory
+
+    n, rounds = 4, 50
+    shm = shared_memory.SharedMemory(create=True, size=8 * control_words(n, 1))
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    try:
+        ctl = np.ndarray((control_words(n, 1),), dtype=np.int64, buffer=shm.buf)
+        reset_control(ctl, 1)
+        poster = _core.TaskPoster(ctl, n, 1)
+        proc = ctx.Process(target=_echo_worker, args=(shm.name, n, 2, rounds, queue))
+        proc.start()
+        assert queue.get(timeout=60) == "ready"
+        b = np.random.default_rng().integers(1, 100, size=rounds)
+        for r in range(rounds):
+            poster.post(0, r, np.array([1, 2]), int(b[r]), None, 0, None)
+            assert queue.get(timeout=60) == (r, int(b[r]))       # one at a time: none replaced
+        proc.join(60)
+        assert proc.exitcode == 0
+        poster.release()
+        del ctl
+    finally:
+        shm.close()
+        shm.unlink()
+
+
+def test_bad_arguments_are_named():
+    n, ring = 4, 2
+    ctl = fresh(n, ring)
+    with pytest.raises(ValueError, match="has 10 words; 4 workers and 2 ring slots need"):
+        _core.TaskPoster(np.zeros(10, dtype=np.int64), n, ring)
+    with pytest.raises(ValueError, match="n and ring must be >= 1, got n=0"):
+        _core.TaskPoster(ctl, 0, ring)
+    ro = ctl.copy()
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        _core.WorkerPort(ro, n, ring, 0, -1)
+    with pytest.raises(TypeError):
+        _core.TaskPoster(ctl.astype(np.int32), n, ring)       # a copy would be useless: no conversion
+    with pytest.raises(ValueError, match="rank 4 is outside"):
+        _core.WorkerPort(ctl, n, ring, 4, -1)
+    poster = _core.TaskPoster(ctl, n, ring)
+    with pytest.raises(ValueError, match="worker 7 is outside"):
+        poster.post(0, 1, np.array([0, 7]), 1, None, 0, None)
+    with pytest.raises(ValueError, match="ring slot 2 is outside"):
+        poster.post(2, 1, np.array([0]), 1, None, 0, None)
+    with pytest.raises(ValueError, match="round ids are >= 0, got -5"):
+        poster.post(0, -5, np.array([0]), 1, None, 0, None)
+    with pytest.raises(ValueError, match="sleeps must be None or 4 seconds"):
+        poster.post(0, 1, np.array([0]), 1, np.zeros(3), 0, None)
+    with pytest.raises(ValueError, match="slots must be None or 4 input slots"):
+        poster.post(0, 1, np.array([0]), 1, None, 0, np.zeros(5, dtype=np.int64))
+    assert (control_layout(ctl, ring).records[..., 0] == -1).all()         # nothing half-posted
+    poster.release()
+    with pytest.raises(RuntimeError, match="released"):
+        poster.mail(0)
+    port = _core.WorkerPort(ctl, n, ring, 0, -1)
+    with pytest.raises(ValueError, match="ring slot 3 out of range"):
+        port.wanted(3)
+    port.release()
+    with pytest.raises(RuntimeError, match="released"):
+        port.next(0.0)
+
+
+@pytest.mark.parametrize("raw, expected", [("0", 0.0), ("50", 50e-6), ("2.5", 2.5e-6)])
+def test_spin_setting(monkeypatch, raw, expected):
+    monkeypatch.setenv("LETCC_WORKER_SPIN_US", raw)
+    assert spin_seconds() == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("raw", ["fast", "-1", "nan", "inf"])
+def test_spin_setting_rejects(monkeypatch, raw):
+    monkeypatch.setenv("LETCC_WORKER_SPIN_US", raw)
+    with pytest.raises(ValueError, match=f"LETCC_WORKER_SPIN_US .*{raw}"):
+        spin_seconds()
