@@ -49,7 +49,9 @@ class Scripted:
     kill    delete the file, SIGKILL itself (a crash in the middle of a round)
     raise   raise ValueError
     hang    block until the file is removed (checked per call: per chunk)
-    block   copy the input, block until the file is removed, answer for the copy
+    block   copy the input, create held<rank>, block until the file is removed, answer
+            for the copy
+    await   before computing, wait until some worker holds a blocked input (a held* file)
     release delete the file and every block* file (lets another worker go on)
     shape   return one column too many
     log     append one line per call to calls<rank>.txt
@@ -85,8 +87,12 @@ class Scripted:
             raise ValueError(f"boom from the model on worker {rank}")
         if f"hang{rank}" in names:
             self._wait_gone(f"hang{rank}")
+        if f"await{rank}" in names:
+            while not any(n.startswith("held") for n in os.listdir(self.dir)):
+                time.sleep(0.005)
         if f"block{rank}" in names:
             x = x.copy()
+            touch(os.path.join(self.dir, f"held{rank}"))
             self._wait_gone(f"block{rank}")
         y = self.f(x)
         if f"shape{rank}" in names:
@@ -344,9 +350,17 @@ def test_stale_answer_of_a_cancelled_round_never_reaches_the_next(script_dir, rn
         ci(rng.standard_normal((3, D)))          # warm-up, every worker answers (none still busy)
         ci.stragglers = model
         touch(script_dir / f"block{late}")     # holds round 2's input, answers it late
+        # the others answer round 2 only once `late` holds its input: a task not yet
+        # taken when round 3 replaces its record would never run (worker_main)
+        for j in range(N):
+            if j != late:
+                touch(script_dir / f"await{j}")
         X1 = rng.standard_normal((3, D))
         out1 = ci(X1)
         assert late not in ci.last_round.answered
+        for j in range(N):
+            if j != late:
+                os.unlink(script_dir / f"await{j}")
         assert_exact_round(ci, code, X1, out1)
         # round 3: once `other` computes it (round 3 dispatched), `late` is released and
         # answers round 2 with f(round 2 input) into its slot, then computes round 3

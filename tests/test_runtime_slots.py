@@ -66,6 +66,12 @@ def test_a_late_answer_of_an_older_round_never_overwrites_a_newer_round_with_ano
         backend.input_view(b_old, (D,), np.float64, 0)[0][...] = X1
         backend.submit(1, list(range(N)), b_old, np.zeros(N), 0)
         _poll_until(backend, {("done", j, 1) for j in (0, 2, 3)}, seen, "round 1 answered by 0, 2, 3")
+        # worker 1 holds round 1's input before round 2 replaces its task record (a task
+        # not yet taken then would never run, and there would be no late answer to test)
+        end = time.monotonic() + WAIT
+        while not (tmp_path / "held1").exists():
+            assert time.monotonic() < end, "worker 1 never took round 1"
+            time.sleep(0.005)
         backend.cancel([1], 0)                               # round 1 is over; worker 1 is late
 
         # round 2, b_new rows per worker, in the same ring slot (the master reuses it)
