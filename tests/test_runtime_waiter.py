@@ -2,7 +2,8 @@
 prefix of the confirmed answers in virtual order, count rule before complete,
 then deadline, then nothing pending. Random delays, arrival orders, failures,
 hang limits and deadlines, over each kind of code (LeTCC and BACC complete only
-with all N; Replication and Uncoded when every input is covered)."""
+with all N, or systematic with the K systematic workers; Replication and Uncoded
+when every input is covered), each with its waiting rule and asked."""
 from __future__ import annotations
 
 import math
@@ -13,8 +14,25 @@ import pytest
 import letcc
 from letcc.runtime.virtual_time import RoundWaiter
 
+
+
+class Asked:
+    """A code without a waiting rule: the waiter asks can_decode / is_complete."""
+
+    waiting_rule = None
+
+    def __init__(self, code):
+        self._code = code
+
+    def __getattr__(self, name):
+        return getattr(self._code, name)
+
+
+# with waiting rules (counted), and the same codes asked (memoised calls)
 CODES = [lambda: letcc.LeTCC(4, 8), lambda: letcc.BACC(3, 6), lambda: letcc.Replication(3, 2),
-         lambda: letcc.Uncoded(5)]
+         lambda: letcc.Uncoded(5), lambda: letcc.LeTCC(3, 7, systematic=True),
+         lambda: letcc.BACC(2, 9, adversaries=1), lambda: Asked(letcc.LeTCC(4, 8)),
+         lambda: Asked(letcc.Replication(3, 2)), lambda: Asked(letcc.LeTCC(3, 7, systematic=True))]
 
 
 def reference_decide(code, arrived, pending, delays, elapsed, count, deadline):

@@ -13,6 +13,11 @@
     code.is_complete(available) whether waiting for more workers cannot improve the estimate
     code.complete_needs_every_worker  True when is_complete holds for all N workers
                               only (a runtime may then sleep until all have answered)
+    code.waiting_rule         None, or a letcc.codes.waiting_rule.WaitingRule stating
+                              can_decode and is_complete as answer counts per group
+                              of workers, which must agree with them on every set;
+                              a runtime then counts answers instead of asking the
+                              code (every code here states one; None: ask)
     code.linear_in_outputs    True when decode(Y, F) is a linear map of Y fixed by F
                               (no look at the data: no GCV, no outlier tests, no
                               output space chosen from Y), so that decoding many rounds
@@ -57,6 +62,7 @@ from letcc._typing import Array, Indices
 
 from letcc._checks import as_int
 from letcc.codes._arrays import as_array, is_torch_tensor, take_rows
+from letcc.codes.waiting_rule import Coverage, WaitingRule
 from letcc.splines import DenseOperator
 
 # Items per output row from which decoding answers listed out of order permutes
@@ -67,7 +73,7 @@ PERMUTE_MIN_ROW_ITEMS = 256
 
 # The members a runtime or server reads (the interface above); check_code names the missing one.
 CODE_MEMBERS = ("K", "N", "adversaries", "systematic_workers", "decodes_exactly", "encode", "decode", "can_decode",
-                "is_complete")
+                "is_complete", "waiting_rule")
 
 
 def check_code(code) -> None:
@@ -96,6 +102,7 @@ class Code(ABC):
     decodes_exactly: bool = False
     adversaries: int = 0
     systematic_workers: tuple | None = None
+    waiting_rule: WaitingRule | None = None
 
     @abstractmethod
     def encode(self, X: Array, out: Array | None = None, rows: Indices | None = None) -> Array:
@@ -205,3 +212,13 @@ class Code(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(K={self.K}, N={self.N})"
+
+
+def any_answer_rule(code, at_least: int = 1) -> WaitingRule:
+    """The waiting rule of a code that decodes any `at_least` answers and is
+    complete with every worker, or, systematic, once its systematic workers
+    answered (LeTCC, BACC)."""
+    complete = (Coverage.each(range(code.N), code.N) if code.systematic_workers is None
+                else Coverage.each(code.systematic_workers, code.N))
+    return WaitingRule(Coverage.count(code.N, at_least), complete)
+

@@ -21,7 +21,7 @@ import numpy as np
 
 from letcc._typing import Array, ArrayLike, Indices
 
-from letcc.codes._base import Code, as_count
+from letcc.codes._base import Code, any_answer_rule, as_count
 from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._plan_cache import PlanCache
 from letcc.codes import systematic as _sys
@@ -118,6 +118,8 @@ class BACC(Code):
         else:
             self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
         self.systematic_workers = None if self._layout is None else self._layout.workers
+        # can_decode: the Berlekamp-Welch count with adversaries, else any answer
+        self.waiting_rule = any_answer_rule(self, bw_needed(self.K, self.adversaries) if self.adversaries else 1)
         self.encoder_matrix = berrut_matrix(self.alpha, self.beta)  # (N, K), fixed
         self.encoder = DenseOperator(self.encoder_matrix)
         self._decoders = PlanCache(plan_cache_size)

@@ -14,6 +14,7 @@ from letcc._typing import Array, Indices
 
 from letcc.codes._arrays import take_rows
 from letcc.codes._base import Code, as_count
+from letcc.codes.waiting_rule import Coverage, WaitingRule
 
 __all__ = ["Uncoded", "Replication"]
 
@@ -28,6 +29,8 @@ class Replication(Code):
         self.r = as_count(r, "r")
         self.N = self.K * self.r
         self.assignment = np.arange(self.N, dtype=np.int64) % self.K  # input each worker computes
+        covered = Coverage(self.assignment.tolist(), (1,) * self.K)   # a copy of every input
+        self.waiting_rule = WaitingRule(covered, covered)
 
     def encode(self, X: Array, out: Array | None = None, rows: Indices | None = None) -> Array:
         """X (K, ...) -> (N, ...) with row i = X[i % K] (a copy; Uncoded returns

@@ -18,7 +18,7 @@ import numpy as np
 from letcc._typing import Array, ArrayLike, Indices
 
 from letcc.codes._arrays import take_rows, to_host_2d
-from letcc.codes._base import Code, as_count
+from letcc.codes._base import Code, any_answer_rule, as_count
 from letcc._checks import as_int, as_real
 from letcc.codes._plan_cache import PlanCache
 from letcc.codes.robust import (DetectionSplines, check_adversaries, check_valid, detection_knots, invalid_rows,
@@ -232,6 +232,7 @@ class LeTCC(Code):
         else:
             self.beta = chebyshev_second_kind(self.N) if beta is None else as_nodes(beta, self.N, "beta")
         self.systematic_workers = None if self._layout is None else self._layout.workers
+        self.waiting_rule = any_answer_rule(self)      # can_decode: any answer; is_complete below
         self._sys_E = self._sys_omega = None      # the pinned decoder's matrices, built on first use
         self._knots = detection_knots(self.beta)       # the spline locator's knots, one per worker
         # the lam rule of each space ('auto' may use both); the kind is the

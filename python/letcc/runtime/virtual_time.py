@@ -48,11 +48,14 @@ class RoundWaiter:
 
     Parameters
     ----------
-    code : object with can_decode(available) / is_complete(available), both
-        monotone (a superset of a decodable / complete set is one too; true of
-        every letcc code). They are called a handful of times per round, not per
-        answer: only on answer sets that grew, with memoisation, and is_complete
-        not at all when even every worker still in the race could not complete.
+    code : a letcc code (the contract of letcc.codes._base). With a
+        ``waiting_rule`` (every code of letcc.codes) the rule counts answers
+        and the code is not called; else can_decode(available) /
+        is_complete(available), both monotone (a superset of a decodable /
+        complete set is one too), are called a handful of times per round, not
+        per answer: only on answer sets that grew, with memoisation, and
+        is_complete not at all when even every worker still in the race could
+        not complete.
     dispatched : workers that were sent the round
     delays : (N,) float64 virtual delays applied on the master (0 where none)
     never : (N,) bool, workers whose answers never count (infinite delay)
@@ -78,6 +81,8 @@ class RoundWaiter:
         self._order: list = []                  # (virtual time, worker), ascending
         self._memo: dict = {}
         self._failed: dict = {}                 # rule -> the largest set seen failing it
+        rule = code.waiting_rule                # None: ask the code (memoised, _holds)
+        self._rules = None if rule is None else {"count": rule.decodable, "complete": rule.complete}
         # min delay / hang time over pending (None: recompute); asked several
         # times per event, pending only changes in _leave()
         self._dmin: float | None = None
@@ -85,7 +90,7 @@ class RoundWaiter:
         # is_complete is monotone: if all workers still in the race cannot complete, no subset
         # can; may_complete: that answer for these pending workers, known to the caller
         if may_complete is None:
-            may_complete = bool(self.pending) and bool(code.is_complete(sorted(self.pending)))
+            may_complete = bool(self.pending) and self._holds("complete", sorted(self.pending))
         self._may_complete = bool(may_complete)
         # a code whose is_complete holds for all N workers only (LeTCC, BACC,
         # Uncoded) can complete only once every pending worker has answered
@@ -107,7 +112,7 @@ class RoundWaiter:
         if j in self.pending or j not in self.arrived:
             if j in self.pending and self._may_complete:
                 self.pending.discard(j)
-                self._may_complete = bool(self.code.is_complete(sorted(self.pending | set(self.arrived))))
+                self._may_complete = self._holds("complete", sorted(self.pending | set(self.arrived)))
             self._leave(j)
             self.failed.setdefault(j, reason)
 
@@ -142,6 +147,8 @@ class RoundWaiter:
         return elapsed + self._min_pending_delay()
 
     def _holds(self, rule, workers) -> bool:
+        if self._rules is not None:
+            return self._rules[rule].first_prefix(workers) is not None
         members = frozenset(workers)
         key = (rule, members)
         hit = self._memo.get(key)
@@ -168,6 +175,9 @@ class RoundWaiter:
         """Smallest p in [lo, hi] with rule(js[:p]) (monotone in p), or None."""
         if hi < lo:
             return None
+        if self._rules is not None:     # counted: the smallest such prefix overall, then clipped
+            p = self._rules[rule].first_prefix(js[:hi])
+            return None if p is None else max(p, lo)
         if rule == "complete" and self._complete_needs_all and hi < self.code.N:
             return None                 # complete needs all N answers: no prefix of fewer is
         if self._holds(rule, js[:lo]):  # the usual case (the count's first answers decode): one ask

@@ -219,13 +219,7 @@ class _Worker:
         x, y_slot, row_shape, out_dtype = views
 
         def store(start, stop, y):
-            castable = self._castable.get(y.dtype)
-            if castable is None:
-                castable = self._castable[y.dtype] = bool(np.can_cast(y.dtype, out_dtype, casting="same_kind"))
-            if not castable or y.shape != (stop - start,) + row_shape:
-                return ("shape", r, tuple(y.shape), y.dtype.str, stop - start)
-            y_slot[start:stop] = y
-            return None
+            return self.store_checked(r, y_slot, row_shape, out_dtype, y, start, stop)
 
         stopped = run_chunks(self.call, x, chunk_rows, wanted, store)
         if stopped is not None:
@@ -241,14 +235,51 @@ class _Worker:
         y = self.call(self.inp.slot(slot, b)[:1])
         return ("probe", r, tuple(y.shape), y.dtype.str)
 
+    def quick(self, r: int, b: int, slot: int, ring: int) -> bool | None:
+        """The usual task (no sleep, one call, views built, output of the
+        layout's shape and dtype) with nothing around the model call; True:
+        answered, False: the master can no longer be told, None: not the
+        usual case (task() takes it, from the start: nothing was done)."""
+        views = self._views.get((b, self.rank if slot == OWN_SLOT else slot, ring))
+        if views is None or self.port.wanted(ring) != r:
+            return None
+        x, y_slot, row_shape, out_dtype = views
+        try:
+            y = self.call(x)
+        except Exception:
+            return self.send(r, ("error", r, traceback.format_exc()))
+        if y.dtype != out_dtype or y.shape != y_slot.shape:
+            bad = self.store_checked(r, y_slot, row_shape, out_dtype, y)
+            if bad is not None:
+                return self.send(r, bad)
+        else:
+            y_slot[...] = y
+        return self.port.done(r) or self.send(r, ("done", r))
+
+    def store_checked(self, r, y_slot, row_shape, out_dtype, y, start=0, stop=None):
+        """Write y into y_slot[start:stop] if it fits the layout (a castable
+        dtype, the rows' shape); else the "shape" reply."""
+        stop = y_slot.shape[0] if stop is None else stop
+        castable = self._castable.get(y.dtype)
+        if castable is None:
+            castable = self._castable[y.dtype] = bool(np.can_cast(y.dtype, out_dtype, casting="same_kind"))
+        if not castable or y.shape != (stop - start,) + row_shape:
+            return ("shape", r, tuple(y.shape), y.dtype.str, stop - start)
+        y_slot[start:stop] = y
+        return None
+
     def loop(self) -> None:
-        port, spin = self.port, self.spin
+        port, spin, quick = self.port, self.spin, self.quick
         if not self.mail():                 # what was sent before this worker could be told
             return
         while True:
             got = port.next(_IDLE_CHECK_S, spin)
             if type(got) is tuple:          # the hot path: a task record
-                if not self.reply(got[0], self.task, got):
+                r, b, sleep_s, chunk_rows, slot, ring = got
+                done = quick(r, b, slot, ring) if sleep_s == 0 and chunk_rows is None else None
+                if done is None:
+                    done = self.reply(r, self.task, got)
+                if not done:
                     return
             elif got == _MAIL or got == _TIMEOUT:
                 if not self.mail():
@@ -282,6 +313,10 @@ class _Worker:
             reply = ("error", r, traceback.format_exc())
         if reply[0] == "done" and self.port.done(r):
             return True
+        return self.send(r, reply)
+
+    def send(self, r: int, reply: tuple) -> bool:
+        """Send a reply for round r as a message; False when the master can no longer be told."""
         try:
             if reply[0] in ("done", "cancelled"):
                 write_all(self.fd, reply_frame(reply[0], r))
