@@ -18,6 +18,7 @@ import pytest
 
 import letcc
 from letcc.runtime.coded_inference import CodedInference
+from letcc.runtime.backend import answer_count, each_answer
 from letcc.runtime.virtual_time import RoundWaiter
 from letcc.stragglers import Bernoulli, Empirical, FixedCount, ShiftedExponential
 
@@ -204,15 +205,30 @@ def test_the_master_wakes_once_per_round_when_it_needs_every_answer(rng):
     with CodedInference(functools.partial(tanh_linear, d, m), letcc.LeTCC(K, N), stragglers=FixedCount(2),
                         seed=3) as ci:
         ci(rng.standard_normal((K, d)))                    # the layout's first round also probes
-        backend, calls = ci.backend, []
+        backend, calls, got = ci.backend, [], []
         poll = backend.poll
-        backend.poll = lambda timeout: calls.append(timeout) or poll(timeout)
+
+        def logged(timeout):
+            calls.append(timeout)
+            events = poll(timeout)
+            got.extend(events)
+            return events
+
+        backend.poll = logged
         for _ in range(20):
             X = rng.standard_normal((K, d))
             calls.clear()
+            got.clear()
             out = ci(X)
             assert len(calls) == 2 and calls[0] == 0.0, calls
             assert len(ci.last_round.answered) == N - 2
+            # and they come as one "answers" event, in the order the workers finished
+            (ev,) = got
+            workers, times = ev.payload
+            assert ev.kind == "answers" and ev.round == ci.last_round.round_id and ev.worker == -1
+            assert sorted(workers) == sorted(ci.last_round.answered) and list(times) == sorted(times)
+            assert ev.t == times[-1]
+            assert [e.worker for e in each_answer(ev)] == list(workers) and answer_count(ev) == N - 2
             assert_close(out, reference(ci.code, f, X, ci.last_round.answered), np.float64)
             lat = ci.last_round.latencies[list(ci.last_round.answered)]
             assert np.all((lat > 0) & (lat <= ci.last_round.t_total))     # each worker's own finishing time

@@ -22,6 +22,7 @@ import time
 import numpy as np
 import pytest
 
+from letcc.runtime.backend import each_answer
 from letcc.runtime.local_backend import LocalBackend
 from test_runtime_faults import D, Scripted, scripted, touch
 
@@ -34,8 +35,9 @@ def _poll_until(backend, want, seen, what):
     while not want <= seen:
         if time.monotonic() > end:
             raise AssertionError(f"never happened: {what} (seen {sorted(seen)})")
-        for ev in backend.poll(0.05):
-            seen.add((ev.kind, ev.worker, ev.round))
+        for batch in backend.poll(0.05):
+            for ev in each_answer(batch):
+                seen.add((ev.kind, ev.worker, ev.round))
 
 
 @pytest.mark.parametrize("ring", [1, 2])

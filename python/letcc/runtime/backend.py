@@ -50,6 +50,10 @@ so a late probe reply is never read as an answer to a round):
     init_error  model_factory() raised in a (re)started worker (payload: (traceback,))
     died        the worker is gone (payload: (exit code or None, pid[, detail]))
     done        worker answered round r; its output is ready for outputs()
+    answers     several workers answered round r (worker -1; payload: (workers,
+                finish times), in the order they finished): the same as a "done"
+                of each (``each_answer`` turns it into those), one event instead of
+                one per answer for a driver that takes them at once
     cancelled   worker dropped round r (cancelled, or no input for it)
     error       the model raised on round r (payload: (traceback,))
     shape       the output does not fit the layout (payload: (shape, dtype str, rows))
@@ -62,15 +66,27 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Backend", "Event"]
+__all__ = ["Backend", "Event", "each_answer", "answer_count"]
 
 
 class Event(NamedTuple):
-    kind: str          # ready | init_error | done | cancelled | error | shape | probe | died
+    kind: str          # ready | init_error | done | answers | cancelled | error | shape | probe | died
     worker: int
     round: int         # -1 for events not tied to a round (ready, init_error, died); <= -2: a probe's
     payload: tuple
     t: float           # time.perf_counter() when the master saw it (done: when the worker finished)
+
+
+def each_answer(ev: Event) -> list[Event]:
+    """An "answers" event as the "done" event of each of its workers; any other event alone."""
+    if ev.kind != "answers":
+        return [ev]
+    return [Event("done", j, ev.round, (), t) for j, t in zip(*ev.payload)]
+
+
+def answer_count(ev: Event) -> int:
+    """How many replies to a round an event carries (an "answers" event: one per worker)."""
+    return len(ev.payload[0]) if ev.kind == "answers" else 1
 
 
 class Backend(ABC):

@@ -70,6 +70,7 @@ from letcc._typing import Array
 from letcc.codes import check_code
 from letcc.codes._base import Code
 from letcc.runtime._devices import resolve_devices
+from letcc.runtime.backend import answer_count
 from letcc.runtime.round import Round, RoundEngine
 from letcc.runtime.round_info import RoundInfo
 from letcc.runtime.worker_pool import WorkerPool
@@ -391,9 +392,9 @@ class CodedInference:
                 timeout = 0.0
             for ev in backend.poll(timeout):
                 if ev.round >= 0:
-                    pool.ack(ev.worker, ev.round)
+                    pool.ack_event(ev)
                     if ev.round != r:
-                        rec.stale += 1
+                        rec.stale += answer_count(ev)
                         continue
                     engine.on_event(rnd, ev)
                     if rnd.error is not None:

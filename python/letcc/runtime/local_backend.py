@@ -360,7 +360,12 @@ class LocalBackend(Backend):
         if new.size:
             self._reported[new] = True
             r = self._round
-            events.extend([Event("done", j, r, (), t) for j, t in zip(new.tolist(), self._done_time[new].tolist())])
+            times = self._done_time[new]
+            order = np.argsort(times, kind="stable")
+            js, ts = new[order].tolist(), times[order].tolist()
+            # one event for all of them (backend.py: "answers"), in the order they finished
+            events.append(Event("done", js[0], r, (), ts[0]) if len(js) == 1 else
+                          Event("answers", -1, r, (tuple(js), tuple(ts)), ts[-1]))
 
     def _send(self, j: int, msg) -> bool:
         return self._send_framed(j, frame(pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)))

@@ -124,6 +124,10 @@ class RoundEngine:
         kind = ev.kind
         if kind == "done":
             waiter.result(j, ev.t - rnd.t0)
+        elif kind == "answers":         # several at once (letcc.runtime.backend)
+            t0 = rnd.t0
+            for j, t in zip(*ev.payload):
+                waiter.result(j, t - t0)
         elif kind == "error":
             waiter.fail(j, "raised")
             rnd.raised[j] = ev.payload[0]

@@ -16,6 +16,8 @@ import sys
 import time
 import warnings
 
+from letcc.runtime.backend import answer_count
+
 __all__ = ["WorkerPool", "death_text", "warn_report"]
 
 # warnings point at the first frame outside letcc.runtime (the caller's line)
@@ -144,6 +146,18 @@ class WorkerPool:
         while queue and queue[0][0] <= r:
             queue.pop(0)
 
+    def ack_event(self, ev) -> None:
+        """The replies of a round event (ev.round >= 0): its worker's, or each of an
+        "answers" event's workers (letcc.runtime.backend)."""
+        if ev.kind != "answers":
+            self.ack(ev.worker, ev.round)
+            return
+        r, outstanding = ev.round, self.outstanding
+        for j in ev.payload[0]:
+            queue = outstanding[j]
+            while queue and queue[0][0] <= r:
+                queue.pop(0)
+
     def lost(self, j: int) -> None:
         """Worker j died or was killed: nothing is on its hands any more."""
         self.outstanding[j] = []
@@ -163,8 +177,8 @@ class WorkerPool:
 
     def background_event(self, ev) -> None:
         if ev.round >= 0:
-            self.ack(ev.worker, ev.round)
-            self.carry_stale += 1
+            self.ack_event(ev)
+            self.carry_stale += answer_count(ev)
         elif ev.kind == "died":
             self.lost(ev.worker)
             self.report(self.carry_errors, ev.worker, f"{death_text(ev)} between rounds; it is being replaced")

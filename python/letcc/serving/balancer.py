@@ -26,6 +26,8 @@ __all__ = ["Balancer"]
 
 
 class Balancer:
+    batch_answers = False       # a task's copy answers alone
+
     def __init__(self, ctx, scheme, *, draw, rng, max_groups: int, tasks_per_worker: int):
         self.ctx = ctx
         self.N = int(scheme.N)

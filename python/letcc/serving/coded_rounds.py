@@ -24,6 +24,8 @@ __all__ = ["CodedRounds"]
 
 
 class CodedRounds:
+    batch_answers = True        # on_event takes "answers" events (RoundEngine.on_event does)
+
     def __init__(self, ctx, *, draw, count, rng, max_batch_delay: float, max_groups: int):
         self.ctx = ctx
         self.engine, self.code = ctx.engine, ctx.engine.code

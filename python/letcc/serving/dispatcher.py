@@ -29,6 +29,7 @@ import time
 from collections import deque
 from typing import Protocol
 
+from letcc.runtime.backend import each_answer
 from letcc.runtime.round import RoundEngine
 from letcc.runtime.worker_pool import WorkerPool
 from letcc.serving.balancer import Balancer
@@ -57,6 +58,11 @@ class Mode(Protocol):
 
     def due(self, now: float) -> float:
         """The earliest perf_counter time the mode must act without an event (inf: none)."""
+
+    batch_answers: bool
+    """Whether on_event takes "answers" events (several workers' answers at
+    once, letcc.runtime.backend); else the dispatcher hands it each answer as
+    a "done" event."""
 
     def on_event(self, flight, ev) -> None:
         """An event of one of the mode's flights (ev.round is one of its ids)."""
@@ -178,12 +184,17 @@ class Dispatcher:
         flights, pool, mode = self.ctx.flights, self.pool, self.mode
         for ev in events:
             if ev.round >= 0:
-                pool.ack(ev.worker, ev.round)
+                pool.ack_event(ev)
                 fl = flights.get(ev.round)
-                if fl is None:
-                    mode.on_stale(ev)
-                else:
+                if fl is not None and (mode.batch_answers or ev.kind != "answers"):
                     mode.on_event(fl, ev)
+                    continue
+                for e in each_answer(ev):    # one by one (an answer may end the flight)
+                    fl = flights.get(e.round)
+                    if fl is None:
+                        mode.on_stale(e)
+                    else:
+                        mode.on_event(fl, e)
             elif ev.kind == "died":
                 mode.on_died(ev)
             elif ev.kind == "init_error":

@@ -96,6 +96,8 @@ class AfterRule:
 
 
 class SystematicRounds(CodedRounds):
+    batch_answers = False       # each answer may resolve requests: one "done" at a time
+
     def __init__(self, ctx, *, fallback: AfterRule, hedge: AfterRule, **kwargs):
         super().__init__(ctx, **kwargs)
         self.systematic = tuple(int(w) for w in self.code.systematic_workers)
