@@ -201,3 +201,49 @@ def test_spin_setting_rejects(monkeypatch, raw):
     monkeypatch.setenv("LETCC_WORKER_SPIN_US", raw)
     with pytest.raises(ValueError, match=f"LETCC_WORKER_SPIN_US .*{raw}"):
         spin_seconds()
+
+
+def _process_cpu(pids) -> float:
+    """User + system CPU seconds of these processes (/proc, 10 ms ticks)."""
+    import os
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def _double(x):
+    return x * 2.0
+
+
+def _double_factory():
+    return _double
+
+
+@pytest.mark.parametrize("spin_us", [0, 10_000_000])
+def test_spin_set_after_the_forkserver_started_reaches_the_workers(monkeypatch, spin_us):
+    """The master reads LETCC_WORKER_SPIN_US when it builds its workers and hands
+    it to them: a forkserver started earlier (another CodedInference, another
+    test) would otherwise give them its own environment. Seen from outside: a
+    worker told to spin 10 s burns CPU while idle, one told 0 sleeps at once
+    (CPU time, not wall time: counted only while the worker runs)."""
+    import time
+
+    import letcc
+    with letcc.CodedInference(_double_factory, letcc.Uncoded(1), simulate="virtual"):
+        pass                                        # the forkserver is up, with the environment of now
+    monkeypatch.setenv("LETCC_WORKER_SPIN_US", str(spin_us))
+    with letcc.CodedInference(_double_factory, letcc.Uncoded(1), simulate="virtual") as ci:
+        np.testing.assert_array_equal(ci(np.ones((1, 3))), 2.0 * np.ones((1, 3)))
+        pid = [p for p in ci.worker_pids() if p]
+        time.sleep(0.5)                             # past the CPU a new worker spends after its first task
+        c0 = _process_cpu(pid)
+        time.sleep(0.6)                             # idle: spinning (its first 10 s) or asleep
+        burnt = _process_cpu(pid) - c0
+    if spin_us:
+        assert burnt >= 0.1, f"a worker told to spin burnt {burnt} s CPU in 0.6 s idle"
+    else:
+        assert burnt <= 0.05, f"a worker told not to spin burnt {burnt} s CPU in 0.6 s idle"

@@ -207,7 +207,7 @@ def _rounds(ci, backend, N, S, rounds, simulate, X, timed, over, enc, wait, dec)
         ci(X)
     workers = [p for p in ci.worker_pids() if p] if backend == "local" else []
     model0 = timed.view[:, 1].sum() if timed else float("nan")
-    cpu0 = (cpu_seconds([os.getpid()]), cpu_seconds(workers))
+    cpu0 = (time.process_time(), cpu_seconds(workers))
     for _ in range(rounds):
         t = time.perf_counter()
         ci(X)
@@ -219,7 +219,7 @@ def _rounds(ci, backend, N, S, rounds, simulate, X, timed, over, enc, wait, dec)
         enc.append(info.t_encode)
         wait.append(info.t_wait - base)
         dec.append(info.t_decode)
-    cpu = ((cpu_seconds([os.getpid()]) - cpu0[0]) / rounds,
+    cpu = ((time.process_time() - cpu0[0]) / rounds,
            (cpu_seconds(workers) - cpu0[1]) / rounds if workers else float("nan"),
            (timed.view[:, 1].sum() - model0) / rounds if timed else float("nan"))
     return over, enc, wait, dec, cpu
@@ -382,20 +382,24 @@ def main(argv=None, *, default_out: Path = DEFAULT_OUT_DIR) -> Path:
     rows[:] = combine_runs(rows)
     # the machinery alone: 8-float inputs and a trivial model, so encode, decode
     # and the model cost next to nothing and what is left is processes, pipes,
-    # wake-ups and the master's own Python
+    # wake-ups and the master's own Python; N = 64 for the scaling with N
     machinery = []
-    for N in (4, 16):
-        K, S = N // 2, N // 4
-        Xt = np.random.default_rng(1).standard_normal((K, 8)).astype(np.float32)
-        over, enc, wait, dec, cpu = run_runtime("local", N, K, S, args.rounds, "virtual", Xt, factory=tiny_factory)
-        med, p99 = stats(over)
-        bare, bare_cpu = bare_pipes(N - S, max(args.rounds, 3000))   # cheap: enough rounds for 10 ms CPU ticks
-        machinery.append((N, med, p99, np.median(wait) * 1e3, cpu[0] * 1e3, cpu[1] * 1e3,
-                          bare * 1e3, bare_cpu[0] * 1e3, bare_cpu[1] * 1e3))
-        print(f"N={N:2d} virtual local, 8-float inputs, trivial model: median {med:.2f} ms  p99 {p99:.2f} ms "
-              f"(wait {np.median(wait) * 1e3:.2f}; CPU per round: master {cpu[0] * 1e3:.2f}, workers "
-              f"{cpu[1] * 1e3:.2f} ms); bare pipes to {N - S} processes: {bare * 1e3:.3f} ms (CPU master "
-              f"{bare_cpu[0] * 1e3:.3f}, workers {bare_cpu[1] * 1e3:.3f} ms)", flush=True)
+    for N in (4, 16, 64):
+        row = machinery_row(N, args.rounds)
+        machinery.append(row)
+        print(f"N={N:2d} virtual local, 8-float inputs, trivial model: median {row['median']:.2f} ms  p99 "
+              f"{row['p99']:.2f} ms (wait {row['wait']:.2f}; CPU per round: master {row['cpu_master']:.2f}, workers "
+              f"{row['cpu_workers']:.2f} ms); bare pipes to {row['sent']} processes: {row['bare']:.3f} ms (CPU "
+              f"master {row['bare_master']:.3f}, workers {row['bare_workers']:.3f} ms)", flush=True)
+    # idle workers spinning before they sleep (LETCC_WORKER_SPIN_US) against
+    # sleeping at once: the round's wall and CPU, and what 16 waiting workers burn
+    spin = []
+    for us in SPIN_US:
+        row = spin_row(16, us, args.rounds, IDLE_S if not args.quick else 1.0)
+        spin.append(row)
+        print(f"N=16 spin {us:3d} us: median {row['median']:.2f} ms  p99 {row['p99']:.2f} ms (CPU per round: master "
+              f"{row['cpu_master']:.2f}, workers {row['cpu_workers']:.2f} ms); 16 idle workers: "
+              f"{row['idle_pct']:.2f}% of one core", flush=True)
     # encode alone: into a new array, the copy of that into the slots, straight
     # into a preallocated buffer (what CodedInference does when every worker
     # is sent the round) and the 12 rows of the workers a virtual round is sent
@@ -440,7 +444,53 @@ def main(argv=None, *, default_out: Path = DEFAULT_OUT_DIR) -> Path:
             ray.shutdown()
     order = {"local": 0, "threads": 1, "ray": 2}
     rows.sort(key=lambda r: (r["N"], r["simulate"], order[r["backend"]]))
-    return write_results(rows, args, load_before, load_after, enc_line, machinery, ray_note)
+    return write_results(rows, args, load_before, load_after, enc_line, machinery, ray_note, spin)
+
+
+# spins compared (microseconds; 0 is the default) and the idle stretch measured
+SPIN_US = (0, 20, 100)
+IDLE_S = 5.0
+
+
+def machinery_row(N, rounds):
+    """One machinery row: LeTCC(N/2, N), N/4 virtual stragglers, the trivial
+    model on 8-float inputs, and the bare-pipes floor for the same N - S processes."""
+    K, S = N // 2, N // 4
+    Xt = np.random.default_rng(1).standard_normal((K, 8)).astype(np.float32)
+    over, enc, wait, dec, cpu = run_runtime("local", N, K, S, rounds, "virtual", Xt, factory=tiny_factory)
+    med, p99 = stats(over)
+    bare, bare_cpu = bare_pipes(N - S, max(rounds, 3000))   # cheap: enough rounds for 10 ms CPU ticks
+    return dict(N=N, sent=N - S, median=med, p99=p99, wait=np.median(wait) * 1e3, cpu_master=cpu[0] * 1e3,
+                cpu_workers=cpu[1] * 1e3, bare=bare * 1e3, bare_master=bare_cpu[0] * 1e3,
+                bare_workers=bare_cpu[1] * 1e3)
+
+
+def spin_row(N, spin_us, rounds, idle_s):
+    """The machinery row's round at N with LETCC_WORKER_SPIN_US = spin_us (read
+    when the workers start), then the CPU the N workers burn while
+    nothing is submitted for idle_s seconds (% of one core, all of them)."""
+    K, S = N // 2, N // 4
+    Xt = np.random.default_rng(1).standard_normal((K, 8)).astype(np.float32)
+    old = os.environ.get("LETCC_WORKER_SPIN_US")
+    os.environ["LETCC_WORKER_SPIN_US"] = str(spin_us)
+    try:
+        over, enc, wait, dec = [], [], [], []
+        with letcc.CodedInference(tiny_factory, letcc.LeTCC(K, N), backend="local", stragglers=FixedCount(S),
+                                  simulate="virtual", seed=0) as ci:
+            _, _, _, _, cpu = _rounds(ci, "local", N, S, rounds, "virtual", Xt, None, over, enc, wait, dec)
+            workers = [p for p in ci.worker_pids() if p]
+            time.sleep(0.2)                     # past any spin after the last round
+            c0 = cpu_seconds(workers)
+            time.sleep(idle_s)
+            idle = (cpu_seconds(workers) - c0) / idle_s
+    finally:
+        if old is None:
+            os.environ.pop("LETCC_WORKER_SPIN_US", None)
+        else:
+            os.environ["LETCC_WORKER_SPIN_US"] = old
+    med, p99 = stats(over)
+    return dict(spin=spin_us, median=med, p99=p99, cpu_master=cpu[0] * 1e3, cpu_workers=cpu[1] * 1e3,
+                idle_pct=idle * 100.0)
 
 
 def combine_runs(rows):
@@ -459,7 +509,8 @@ def combine_runs(rows):
     return out
 
 
-def write_results(rows, args, load_before, load_after, enc_line, machinery=(), ray_note=None) -> Path:
+def write_results(rows, args, load_before, load_after, enc_line, machinery=(), ray_note=None,
+                  spin=()) -> Path:
     lines = [
         "Generated by `letcc bench runtime` "
         f"(`--rounds {args.rounds} --ray-rounds {args.ray_rounds} --runs {args.runs}"
@@ -479,8 +530,9 @@ def write_results(rows, args, load_before, load_after, enc_line, machinery=(), r
         "",
         "Target for the local backend at N = 16: median < 2 ms, p99 < 5 ms.",
         "",
-        "CPU columns: CPU time per round (user + system, all threads, from /proc over all the rounds) of the "
-        "master process (the threads floor: the whole process) and of the worker processes together; on 2 cores "
+        "CPU columns: CPU time per round (user + system, all threads, over all the rounds) of the master "
+        "process (time.process_time; the threads floor: the whole process, from /proc) and of the worker "
+        "processes together (/proc, 10 ms ticks); on 2 cores "
         "a round cannot take less wall time than (master + workers) / 2. **CPU model**: the part of the "
         "workers' CPU spent inside the model calls (thread CPU time around each call, local backend), i.e. "
         "not the runtime's. With the encode's CPU (last line below the table) it is what a round would cost "
@@ -523,8 +575,20 @@ def write_results(rows, args, load_before, load_after, enc_line, machinery=(), r
                   "| N | median (ms) | p99 (ms) | wait (ms) | CPU master (ms) | CPU workers (ms) "
                   "| bare pipes round (ms) | bare CPU master (ms) | bare CPU workers (ms) |",
                   "|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {N} | {med:.2f} | {p99:.2f} | {w:.2f} | {f(cm)} | {f(cw)} | {b:.3f} | {bm:.3f} | {bw:.3f} |"
-                  for N, med, p99, w, cm, cw, b, bm, bw in machinery]
+        lines += [f"| {r['N']} | {r['median']:.2f} | {r['p99']:.2f} | {r['wait']:.2f} | {f(r['cpu_master'])} | "
+                  f"{f(r['cpu_workers'])} | {r['bare']:.3f} | {r['bare_master']:.3f} | {r['bare_workers']:.3f} |"
+                  for r in machinery]
+        lines += [""]
+    if spin:
+        lines += ["Idle workers spinning before they sleep (`LETCC_WORKER_SPIN_US`, read when the workers "
+                  "start; default 0) against sleeping at once: the machinery round at N = 16, and the CPU the 16 "
+                  "workers burn together while nothing is submitted (% of one core, over "
+                  f"{IDLE_S if not args.quick else 1.0:g} s from /proc, 10 ms ticks). On a machine with fewer cores "
+                  "than workers a spinning worker holds a core the master or a busy worker needs.", "",
+                  "| spin (us) | median (ms) | p99 (ms) | CPU master (ms) | CPU workers (ms) | idle CPU, 16 workers |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {r['spin']} | {r['median']:.2f} | {r['p99']:.2f} | {f(r['cpu_master'])} | "
+                  f"{f(r['cpu_workers'])} | {r['idle_pct']:.2f}% |" for r in spin]
         lines += [""]
     return write_report(args.name, "Runtime overhead per round", ["\n".join(lines)], out_dir=args.out)
 

@@ -83,7 +83,10 @@ class LocalBackend(Backend):
                  startup_timeout: float = 120.0, chunk_rows: int | None = None, rounds_in_flight: int = 1):
         self.n = int(n_workers)
         self.ring = int(rounds_in_flight)
-        spin_seconds()              # a bad LETCC_WORKER_SPIN_US is an error here, not a dead worker
+        # read here, handed to each worker: a bad LETCC_WORKER_SPIN_US is an error
+        # here, not a dead worker, and the value is this process's at construction
+        # (a forkserver's children would see the environment it started with)
+        self._spin = spin_seconds()
         self._factory = model_factory
         self._devices = list(devices)
         self._threads = threads_per_worker
@@ -141,7 +144,7 @@ class LocalBackend(Backend):
         proc = self._ctx.Process(
             target=worker_main, name=f"letcc-worker-{j}", daemon=True,
             args=(j, child, self._lifeline_r, self._bell_w, self._ctl.spec, self._factory, self._devices[j],
-                  self._threads, self.ring))
+                  self._threads, self.ring, self._spin))
         proc.start()
         child.close()
         old = self._res.handles[j]

@@ -152,7 +152,7 @@ def reset_control(ctl: np.ndarray, ring: int = 1) -> ControlLayout:
 
 
 class _Worker:
-    def __init__(self, rank, conn, bell, ctl_spec, call, ring=1):
+    def __init__(self, rank, conn, bell, ctl_spec, call, ring=1, spin=None):
         self.rank = rank
         self.conn = conn                # kept open; read and written through its fd
         self.fd = conn.fileno()
@@ -165,7 +165,7 @@ class _Worker:
         self.n = words.n
         self.slot_word = ring * words.n + rank
         self.port = _core.WorkerPort(ctl, words.n, ring, rank, self.bell)
-        self.spin = spin_seconds()
+        self.spin = spin_seconds() if spin is None else float(spin)
         self.call = call
         self.inp = None
         self.out = None
@@ -379,8 +379,10 @@ def _batch_scheduling() -> None:
 
 
 def worker_main(rank: int, conn, lifeline, bell, ctl_spec, model_factory, device: str, threads: int | None,
-                ring: int = 1) -> None:
-    """Process entry point: build the model, say ready, serve tasks until stop/EOF."""
+                ring: int = 1, spin: float | None = None) -> None:
+    """Process entry point: build the model, say ready, serve tasks until stop/EOF.
+    spin: seconds an idle worker spins before it sleeps (the master's
+    spin_seconds(); None: read LETCC_WORKER_SPIN_US here)."""
     # Ctrl-C goes to the whole process group: the master handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     become_worker(rank)
@@ -399,7 +401,7 @@ def worker_main(rank: int, conn, lifeline, bell, ctl_spec, model_factory, device
         except OSError:
             pass
         return
-    worker = _Worker(rank, conn, bell, ctl_spec, call, ring)
+    worker = _Worker(rank, conn, bell, ctl_spec, call, ring, spin)
     try:
         conn.send(("ready", os.getpid()))
         worker.loop()
