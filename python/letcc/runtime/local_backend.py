@@ -126,6 +126,7 @@ class LocalBackend(Backend):
         self._ring_round = np.full(self.ring, -1, dtype=np.int64)   # the round each ring slot holds
         self._positions = None           # set_input_slots
         self._reported = np.zeros(self.n, dtype=bool)   # its answers found in the control words
+        self._n_reported = 0             # how many (_answers scans only when the round's counter is past it)
         self._sel.register(self._bell_r, selectors.EVENT_READ, (-1, "bell"))
         self._sel.register(self._wake_r, selectors.EVENT_READ, (-1, "wake"))
         self._finalizer = weakref.finalize(self, shutdown, self._res, self._ctl)
@@ -312,6 +313,7 @@ class LocalBackend(Backend):
         if previous >= 0:
             self._queued_answers(previous)
         self._reported[:] = False
+        self._n_reported = 0
         _core.atomic_store(self._ctl_view, self._bell_word, max(1, len(workers)))
         self._ring_round[ring] = r
         # wanted words and task records of every worker, then one futex wake
@@ -347,7 +349,7 @@ class LocalBackend(Backend):
         have, so poll(0) should be used. Workers count their answers in the
         shared control words and the one that completes the count rings the
         doorbell: the master wakes once instead of once per answer."""
-        target = int(np.count_nonzero(self._reported)) + max(1, int(answers))
+        target = self._n_reported + max(1, int(answers))
         # seq-cst store then load against the workers' compare-and-swap then
         # load: either the master sees the count reached, or the worker that
         # reaches it sees the target and rings
@@ -359,9 +361,16 @@ class LocalBackend(Backend):
         each at the time its worker finished."""
         if self._round < 0:
             return
+        # a worker writes its words, then counts: a count not past what was
+        # reported means nothing new is counted (most polls; an answer written
+        # and not yet counted is found once it is, and its count rings if the
+        # master waits for it)
+        if _core.round_counter_count(self._ctl_view, self._counter_word, self._round) <= self._n_reported:
+            return
         new = np.flatnonzero((self._done_round == self._round) & ~self._reported)
         if new.size:
             self._reported[new] = True
+            self._n_reported += new.size
             r = self._round
             times = self._done_time[new]
             order = np.argsort(times, kind="stable")
