@@ -75,6 +75,9 @@ def test_waiter_decides_as_the_rule_written_out(make, rng):
         count = None if rng.random() < 0.25 else int(rng.integers(1, N + 1))
         deadline = math.inf if rng.random() < 0.5 else float(rng.uniform(0.005, 0.05))
         hang_at = {j: float(rng.uniform(0.0, 0.08)) for j in range(N) if rng.random() < 0.7}
+        if trial % 4 == 1:              # one hang limit for all (the runtime's usual case): ties everywhere
+            h = float(rng.uniform(0.0, 0.08))
+            hang_at = {j: h for j in hang_at}
         cand = sorted(j for j in range(N) if not never[j])
         known = None if trial % 2 else (bool(cand) and code.is_complete(cand))   # as CodedServer passes it
         w = RoundWaiter(code, range(N), delays, never, count, None if math.isinf(deadline) else deadline, hang_at,
