@@ -105,3 +105,42 @@ def test_waiter_decides_as_the_rule_written_out(make, rng):
                     assert d is not None and (d.answered, d.rule) == want, (trial, e, d, want)
                 assert w.next_change(e) == reference_next_change(arrived, pending, delays, hang_at, e, deadline)
                 assert w.hung(e) == sorted(j for j in pending if hang_at.get(j, math.inf) <= e)
+
+
+@pytest.mark.parametrize("make", CODES[:4])
+def test_a_batch_of_answers_is_the_answers_one_by_one(make, rng):
+    """RoundWaiter.results (an "answers" event) leaves the same state and the same
+    decisions as result() called for each answer in turn, with repeats, workers
+    not sent the round, failures between batches and tied delays and hang limits."""
+    code = make()
+    N = code.N
+    for trial in range(40):
+        delays = np.where(rng.random(N) < 0.5, 0.0, rng.exponential(0.01, N))
+        never = rng.random(N) < 0.15
+        h = float(rng.uniform(0.0, 0.08))
+        hang_at = {j: (h if trial % 2 else float(rng.uniform(0.0, 0.08))) for j in range(N) if rng.random() < 0.7}
+        count = None if rng.random() < 0.25 else int(rng.integers(1, N + 1))
+        deadline = None if rng.random() < 0.5 else float(rng.uniform(0.005, 0.05))
+        sent = sorted(rng.choice(N, size=int(rng.integers(1, N + 1)), replace=False).tolist())
+        one = RoundWaiter(code, sent, delays, never, count, deadline, hang_at)
+        batch = RoundWaiter(code, sent, delays, never, count, deadline, hang_at)
+        elapsed = 0.0
+        for _ in range(4):
+            js = rng.integers(0, N, size=int(rng.integers(1, N + 1))).tolist()     # repeats and unsent too
+            es = []
+            for _j in js:
+                elapsed += float(rng.exponential(0.003))
+                es.append(elapsed)
+            counted = sum(one.result(j, e) for j, e in zip(js, es))
+            assert batch.results(js, es) == counted
+            if rng.random() < 0.5:
+                j = int(rng.integers(0, N))
+                one.fail(j, "died")
+                batch.fail(j, "died")
+            for e in (elapsed, elapsed + float(rng.uniform(0, 0.02))):
+                assert (batch.pending, batch.arrived, batch.real, batch._order) == \
+                    (one.pending, one.arrived, one.real, one._order)
+                assert batch.decide(e) == one.decide(e)
+                assert batch.next_change(e) == one.next_change(e)
+                assert batch.hung(e) == one.hung(e)
+                assert batch.answers_needed() == one.answers_needed()

@@ -129,12 +129,13 @@ class Code(ABC):
     def _available(self, available, allow_empty: bool = False) -> np.ndarray:
         """`available` as an int64 array of distinct indices in 0..N-1 (order kept)."""
         # Fast path for what the runtime passes on every round, a list or tuple
-        # of plain ints: Python checks on a dozen ints cost about 2 us, the
-        # numpy checks below about 10 us. Anything that fails them takes the
-        # general path, which finds and names the offending entry.
+        # of plain ints: checks in C loops (set, map, min, max) cost about 1 us
+        # for a dozen ints and 3 us for 48, the numpy checks below about 10 us
+        # (a generator over the items: 25 us for 48). Anything that fails them
+        # takes the general path, which finds and names the offending entry.
         if type(available) in (list, tuple) and available:
-            n = self.N
-            if all(type(v) is int and 0 <= v < n for v in available) and len(set(available)) == len(available):
+            if (set(map(type, available)) == {int} and min(available) >= 0 and max(available) < self.N
+                    and len(set(available)) == len(available)):
                 return np.array(available, dtype=np.int64)
         if is_torch_tensor(available):
             available = available.detach().cpu().numpy()
