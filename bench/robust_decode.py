@@ -1,0 +1,106 @@
+"""Decode time of one round with the robust decoder against the plain one (issue 28: <= 3x at m >= 1000).
+
+LeTCC(8, 24) and LeTCC(8, 24, adversaries=2), N = 24, S = 2 (one fixed answering set of 22
+workers, in ascending order), m outputs per answer as m / 10 vectors of 10 classes:
+
+* probabilities, clean          softmax rows of a smooth map of the coded inputs (both decode in
+                                log space; the robust one runs the clean-round test, erases nothing)
+* probabilities, 2 sign-flipped two answers negated (letcc.adversaries.SignFlip): they fail the
+                                probability check and are erased without the locator
+* logits, clean                 the same map's logits (not probabilities: linear space; plain is one
+                                banded pass)
+* logits, 2 erased              two answers shifted by +10 (letcc.adversaries.ConstantShift; the
+                                logits' spread is ~0.6): the clean-round test fires, the locator
+                                erases one, rescores, erases the other (a negated logit answer is
+                                not flagged on these smooth logits: it stays within their range)
+
+Each (case, m) times both decoders interleaved (plain, robust, plain, robust, ...) after warm-up
+calls that build the plans and the calibration, and reports the median of each (many calls: the
+machine is shared and noisy) and the ratio. letcc runs one thread (as bench/adversarial.py's
+decode-time table), numpy's BLAS as it is.
+
+Run:  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/robust_decode.py
+Writes bench/results/robust_decode.md (``--out DIR`` elsewhere; ``--quick``: small m only, a check
+that it runs).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+import letcc
+from _report import markdown_table, write_report
+from letcc.adversaries import ConstantShift, SignFlip
+from letcc.codes import LeTCC
+
+K, N, S, E = 8, 24, 2, 2
+WIDTHS = (10, 1000, 10000, 100000)
+CASES = ("probabilities, clean", "probabilities, 2 sign-flipped", "logits, clean", "logits, 2 erased")
+
+
+def rounds(m: int, rng: np.random.Generator, F: np.ndarray) -> dict:
+    """case -> (N - S, m / 10, 10) answers of the workers F."""
+    code = LeTCC(K, N)
+    U = np.asarray(code.encoder(rng.standard_normal((K, m // 10, 3))))
+    logits = np.einsum("cd,nbd->nbc", rng.standard_normal((10, 3)), np.sin(U))
+    P = np.exp(logits - logits.max(-1, keepdims=True))
+    P /= P.sum(-1, keepdims=True)
+    P = np.ascontiguousarray(P[F])
+    L = np.ascontiguousarray(logits[F])
+    flip = SignFlip(E)
+    return {"probabilities, clean": P, "probabilities, 2 sign-flipped": flip.corrupt(P, F, np.random.default_rng(1))[0],
+            "logits, clean": L,
+            "logits, 2 erased": ConstantShift(E, shift=10.0).corrupt(L, F, np.random.default_rng(1))[0]}
+
+
+def median_times(fns, budget_s: float, min_calls: int = 21, max_calls: int = 2001):
+    """Median seconds per call of each fn, called in turn (interleaved) until
+    `budget_s` is spent (at least min_calls, at most max_calls calls each)."""
+    for f in fns:           # warm-up
+        f()
+    times = [[] for _ in fns]
+    t_end = time.perf_counter() + budget_s
+    while len(times[0]) < max_calls and (len(times[0]) < min_calls or time.perf_counter() < t_end):
+        for f, t in zip(fns, times):
+            t0 = time.perf_counter()
+            f()
+            t.append(time.perf_counter() - t0)
+    return [float(np.median(t)) for t in times], len(times[0])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--widths", type=int, nargs="+", default=list(WIDTHS))
+    ap.add_argument("--budget", type=float, default=4.0, help="seconds of interleaved calls per (case, m)")
+    ap.add_argument("--threads", type=int, default=1, help="letcc's threads")
+    ap.add_argument("--quick", action="store_true", help="m = 10 and 1000, 0.3 s each; results not written")
+    ap.add_argument("--out", type=Path, default=None, help="folder for robust_decode.md (default bench/results)")
+    args = ap.parse_args()
+    widths, budget = ((10, 1000), 0.3) if args.quick else (args.widths, args.budget)
+    letcc.set_num_threads(args.threads)
+    F = np.sort(np.random.default_rng(0).choice(N, N - S, replace=False))
+    rows = []
+    for m in widths:
+        data = rounds(m, np.random.default_rng(m), F)
+        for case in CASES:
+            Y = data[case]
+            plain, rob = LeTCC(K, N), LeTCC(K, N, adversaries=E)
+            flagged = rob.decode(Y, F, return_flagged=True)[1]
+            (tp, tr), calls = median_times([lambda: plain.decode(Y, F), lambda: rob.decode(Y, F)], budget)
+            rows.append([m, case, f"{tp * 1e6:.1f}", f"{tr * 1e6:.1f}", f"{tr / tp:.2f}x", flagged.size, calls])
+            print(" | ".join(map(str, rows[-1])), flush=True)
+    table = markdown_table(["m (outputs)", "answers", "plain LeTCC (us)", "LeTCC(adversaries=2) (us)",
+                            "robust / plain", "flagged", "calls each"], rows)
+    print(table)
+    if args.quick:
+        return
+    write_report("robust_decode", "Decode time of the robust decoder: LeTCC(8, 24, adversaries=2) vs LeTCC(8, 24)",
+                 [f"## One round, N = 24, S = 2, letcc threads = {args.threads}: medians of interleaved calls\n\n"
+                  + table], notes=__doc__.split("\n\n", 1)[1].rsplit("\n\nRun:", 1)[0], out_dir=args.out)
+
+
+if __name__ == "__main__":
+    main()
