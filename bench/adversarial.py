@@ -39,7 +39,7 @@ from letcc.adversaries import (AdversaryModel, Colluding, ConstantShift, Gaussia
                                UniformBounded)
 from letcc.codes import BACC, LeTCC
 from letcc.codes.output_space import to_log
-from letcc.codes.robust import DetectionSplines, detection_knots, erasable, locator_scores, round_statistic
+from letcc.codes.robust import DetectionSplines, detection_knots, locator_scores, round_statistic
 from letcc.evaluate import coded_outputs, evaluate, exact_outputs, fixed_count_sets, group_inputs, group_labels
 
 K, N, S = 8, 24, 2
@@ -158,13 +158,13 @@ def diagnostics(name, code, out, sets, classifier):
     single, single_rounds, changes = [], [], []
     for avail in sets:
         av = np.sort(avail)
-        A = ds.loo_operator(detection_knots(code.beta[av]))
-        ok = erasable(detection_knots(code.beta[av]))        # the answers the decoder's test looks at
+        t = detection_knots(code.beta[av])
+        ok = ds.get(t)[2]                                    # the answers the decoder's test looks at
         for b in range(out.shape[1]):
             Y = out[av, b]
             for Yr, store in ((Y, honest), (RelabelClasses(1).corrupt(Y, av, rng)[0], relab)):
                 Z = to_log(Yr) if classifier else Yr
-                s, loo = locator_scores(A, Z @ Z.T)
+                s, loo = locator_scores(ds, t, np.ascontiguousarray(Z.reshape(Z.shape[0], -1), dtype=np.float64))
                 s = np.where(ok, s, 0.0)
                 store.append(round_statistic(s, loo))
                 if store is relab:

@@ -19,6 +19,7 @@
 #include "kernels.hpp"
 #include "kernels_avx2.hpp"
 #include "kernels_avx512.hpp"
+#include "locator_kernel.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LETCC_NO_CLONES)
 #define LETCC_X86_DISPATCH 1
@@ -255,6 +256,18 @@ LETCC_MULTIVERSION(dense_tile_f32,
                     float* out, std::size_t ldo, std::size_t c0, std::size_t tw, float* pack),
                    (A, q, n, y, ldy, out, ldo, c0, tw, pack),
                    kernels::dense_tile<float>(A, q, n, y, ldy, out, ldo, c0, tw, pack))
+
+LETCC_MULTIVERSION(locator_tile_f64,
+                   (const PlanTables& p, const LocatorCoeffs& c, const double* const* rows, std::size_t c0,
+                    std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols),
+                   (p, c, rows, c0, tw, buf, sums, prefetch_cols),
+                   kernels::locator_tile<double>(p, c, rows, c0, tw, buf, sums, prefetch_cols))
+
+LETCC_MULTIVERSION(locator_tile_f32,
+                   (const PlanTables& p, const LocatorCoeffs& c, const float* const* rows, std::size_t c0,
+                    std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols),
+                   (p, c, rows, c0, tw, buf, sums, prefetch_cols),
+                   kernels::locator_tile<float>(p, c, rows, c0, tw, buf, sums, prefetch_cols))
 
 #if defined(LETCC_X86_DISPATCH)
 namespace {

@@ -513,18 +513,15 @@ class LeTCC(Code):
         ascending = bool((avail[1:] > avail[:-1]).all())
         order = np.arange(avail.size) if ascending else np.argsort(avail, kind="stable")
         srt = avail if ascending else avail[order]
-        Dh = to_host_2d(Y if Z is None else Z)
-        if Dh.dtype != np.float64:
-            Dh = Dh.astype(np.float64)
-        G = Dh @ Dh.T                                   # the one pass over the outputs
+        Dh = to_host_2d(Y if Z is None else Z)          # float32 or float64, scored in float64
         # the caller's threshold, else the calibrated clean-round test, else
         # (false_alarm=None) E erasures in every round
         ratio = None if self.flag_threshold is not None or self._clean_test is None else \
             self._clean_test.ratio_for("linear" if Z is None else "log")
         report: dict = {}
-        pos = spline_locate(self.beta[srt], None, budget, self._detection, self.flag_threshold,
-                            G=G if ascending else G[np.ix_(order, order)], knots=self._knots[srt], ratio=ratio,
-                            report=report)
+        pos = spline_locate(self.beta[srt], Dh, budget, self._detection, self.flag_threshold,
+                            knots=self._knots[srt], ratio=ratio, report=report,
+                            rows=None if ascending else order)
         if report:
             # evidence for the caller to pool over rounds: where a wrong answer hides in
             # one round, the top-scored worker is still the same adversary more often
