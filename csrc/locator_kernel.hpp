@@ -16,7 +16,10 @@
 // into lane j mod 8, the lanes added in a fixed order at the end): the same
 // result whatever the thread that runs the tile, and vectorised without
 // reassociation. Compiled per instruction set by dispatch.cpp (the GCC/Clang
-// vector extension: one zmm on AVX-512, two ymm on AVX2, four xmm baseline).
+// vector extension: one zmm on AVX-512, two ymm on AVX2, four xmm baseline;
+// every function here is inlined into its ISA's entry point, so GCC's -Wpsabi
+// note on 64-byte vectors passed without AVX-512 does not apply: dispatch.cpp
+// is compiled with -Wno-psabi).
 #pragma once
 
 #include <cstddef>
