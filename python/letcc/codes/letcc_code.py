@@ -107,8 +107,9 @@ class LeTCC(Code):
         space it would use (``output_space``): a round with nothing erased
         is decoded bit for bit as adversaries=0 decodes it. Probability
         answers are scored in the log space they are decoded in. Costs
-        the answers' Gram matrix (one pass over the outputs, n^2 m flops)
-        plus O(E n^3) per decode. ``decode(..., return_flagged=True)`` also
+        one compiled O(n m) pass over the answers per scoring (the
+        detection spline's banded residuals and the neighbour distances):
+        one on a clean round, one more after each erasure. ``decode(..., return_flagged=True)`` also
         returns the erased workers. All of Y's trailing axes are one round:
         a flagged worker is erased for all of them.
     flag_threshold : float or None, default None
