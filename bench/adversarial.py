@@ -24,7 +24,9 @@ base accuracy; precision / recall of the flagged workers; the clean-round
 false-alarm rate (rounds with an honest answer erased); decode times.
 
 Run:  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/adversarial.py
-Writes bench/results/adversarial.md.
+Writes bench/results/adversarial.md (``--out DIR``: DIR/adversarial.md). ``--timing-only``: only the
+decode-time table, rerun and put in place of that section of the existing results file (with the
+machine and commit it ran on), the rest of the file left as it was.
 """
 from __future__ import annotations
 
@@ -34,7 +36,9 @@ import time
 import numpy as np
 
 import letcc
-from _report import best_time, markdown_table, write_report
+from pathlib import Path
+
+from _report import RESULTS_DIR, best_time, environment, markdown_table, write_report
 from letcc.adversaries import (AdversaryModel, Colluding, ConstantShift, GaussianNoise, RelabelClasses, SignFlip,
                                UniformBounded)
 from letcc.codes import BACC, LeTCC
@@ -331,13 +335,35 @@ decode (a log and a softmax pass as well) 1.9-3.2x."""
 
 
 
+TIMING_TITLE = "## Decode time, one round (N = 24, S = 2; plans and calibration cached)"
+
+
+def rerun_timing(path: Path) -> None:
+    """The decode-time table rerun, in place of its section (the file's last) of `path`."""
+    text = path.read_text()
+    head = text[:text.index(TIMING_TITLE)] if TIMING_TITLE in text else text.rstrip() + "\n\n"
+    tim = timing()
+    print(tim)
+    env = "\n".join(f"- {k}: {v}" for k, v in environment() if k in ("date", "command", "source", "cpu",
+                                                                      "load average (1, 5, 15 min) at write", "letcc"))
+    path.write_text(head + TIMING_TITLE + "\n\nRerun alone (`--timing-only`; the tables above are from the run "
+                    "this file's header describes):\n\n" + env + "\n\n" + tim + "\n")
+    print(f"wrote {path}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=["lenet5", "repvgg_a0", "vit_small", "cnn_fashion", SMOOTH])
     ap.add_argument("--images", type=int, default=400, help="test images (rounds of K = 8)")
     ap.add_argument("--draws", type=int, default=8, help="straggler sets")
+    ap.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder of adversarial.md (default bench/results)")
+    ap.add_argument("--timing-only", action="store_true",
+                    help="rerun only the decode-time table, in place of that section of <out>/adversarial.md")
     args = ap.parse_args()
     letcc.set_num_threads(1)
+    if args.timing_only:
+        rerun_timing(args.out / "adversarial.md")
+        return
     sections, skipped, diags = [], [], []
     t0 = time.time()
     for name in args.models:
@@ -365,7 +391,7 @@ def main():
     write_report("adversarial", "Adversarial workers: LeTCC's clean-round test vs Berlekamp-Welch BACC (issue 28)",
                  sections, notes=f"Run time {time.time() - t0:.0f} s. MSE on the model's outputs (softmax for "
                                  "classifiers); RelAcc = accuracy / base accuracy. precision / recall: of the "
-                                 "workers a scheme flagged.\n\n" + READING)
+                                 "workers a scheme flagged.\n\n" + READING, out_dir=args.out)
 
 
 if __name__ == "__main__":
