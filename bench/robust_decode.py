@@ -14,9 +14,12 @@ workers, in ascending order), m outputs per answer as m / 10 vectors of 10 class
                                 erases one, rescores, erases the other (a negated logit answer is
                                 not flagged on these smooth logits: it stays within their range)
 
-Each (case, m) times both decoders interleaved (plain, robust, plain, robust, ...) after warm-up
-calls that build the plans and the calibration, and reports the median of each (many calls: the
-machine is shared and noisy) and the ratio. letcc runs one thread (as bench/adversarial.py's
+Each (case, m) times the decoders interleaved (plain, robust, plain on the honest answers, plain,
+...) after warm-up calls that build the plans and the calibration, and reports the median of each
+(many calls: the machine is shared and noisy) and the ratios: to the plain decode of the same
+answers, and to the plain decode of the same round without the adversaries (where the wrong answers
+change what the plain decoder does: sign-flipped probabilities are not probabilities, so plain
+decodes them linearly, a cheaper decode than the log space the robust one keeps). letcc runs one thread (as bench/adversarial.py's
 decode-time table), numpy's BLAS as it is.
 
 Run:  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/robust_decode.py
@@ -42,7 +45,7 @@ CASES = ("probabilities, clean", "probabilities, 2 sign-flipped", "logits, clean
 
 
 def rounds(m: int, rng: np.random.Generator, F: np.ndarray) -> dict:
-    """case -> (N - S, m / 10, 10) answers of the workers F."""
+    """case -> (answers, honest answers), each (N - S, m / 10, 10), of the workers F."""
     code = LeTCC(K, N)
     U = np.asarray(code.encoder(rng.standard_normal((K, m // 10, 3))))
     logits = np.einsum("cd,nbd->nbc", rng.standard_normal((10, 3)), np.sin(U))
@@ -51,9 +54,10 @@ def rounds(m: int, rng: np.random.Generator, F: np.ndarray) -> dict:
     P = np.ascontiguousarray(P[F])
     L = np.ascontiguousarray(logits[F])
     flip = SignFlip(E)
-    return {"probabilities, clean": P, "probabilities, 2 sign-flipped": flip.corrupt(P, F, np.random.default_rng(1))[0],
-            "logits, clean": L,
-            "logits, 2 erased": ConstantShift(E, shift=10.0).corrupt(L, F, np.random.default_rng(1))[0]}
+    return {"probabilities, clean": (P, P),
+            "probabilities, 2 sign-flipped": (flip.corrupt(P, F, np.random.default_rng(1))[0], P),
+            "logits, clean": (L, L),
+            "logits, 2 erased": (ConstantShift(E, shift=10.0).corrupt(L, F, np.random.default_rng(1))[0], L)}
 
 
 def median_times(fns, budget_s: float, min_calls: int = 21, max_calls: int = 2001):
@@ -86,14 +90,21 @@ def main():
     for m in widths:
         data = rounds(m, np.random.default_rng(m), F)
         for case in CASES:
-            Y = data[case]
-            plain, rob = LeTCC(K, N), LeTCC(K, N, adversaries=E)
+            Y, honest = data[case]
+            plain, rob, plain_h = LeTCC(K, N), LeTCC(K, N, adversaries=E), LeTCC(K, N)
             flagged = rob.decode(Y, F, return_flagged=True)[1]
-            (tp, tr), calls = median_times([lambda: plain.decode(Y, F), lambda: rob.decode(Y, F)], budget)
-            rows.append([m, case, f"{tp * 1e6:.1f}", f"{tr * 1e6:.1f}", f"{tr / tp:.2f}x", flagged.size, calls])
+            fns = [lambda: plain.decode(Y, F), lambda: rob.decode(Y, F)]
+            if honest is not Y:
+                fns.append(lambda: plain_h.decode(honest, F))
+            times, calls = median_times(fns, budget)
+            tp, tr = times[:2]
+            th = times[2] if honest is not Y else tp
+            rows.append([m, case, f"{tp * 1e6:.1f}", f"{th * 1e6:.1f}" if honest is not Y else "(same)",
+                         f"{tr * 1e6:.1f}", f"{tr / tp:.2f}x", f"{tr / th:.2f}x", flagged.size, calls])
             print(" | ".join(map(str, rows[-1])), flush=True)
-    table = markdown_table(["m (outputs)", "answers", "plain LeTCC (us)", "LeTCC(adversaries=2) (us)",
-                            "robust / plain", "flagged", "calls each"], rows)
+    table = markdown_table(["m (outputs)", "answers", "plain LeTCC (us)", "plain LeTCC, honest answers (us)",
+                            "LeTCC(adversaries=2) (us)", "robust / plain, same", "robust / plain, honest",
+                            "flagged", "calls each"], rows)
     print(table)
     if args.quick:
         return
