@@ -329,9 +329,11 @@ whose honest answers are one-hot themselves. (3) The smooth f has no check: ever
 the statistical test, whose recall is 91-100% at E = 1 and 62-96% at E = 2 (two wrong answers raise the
 median LOO score of their neighbours too), and a missed wrong answer costs far more than an erasure;
 Berlekamp-Welch BACC, which always erases E and whose Berrut decode is exact at the nodes, wins there.
-(4) Decode time: the Gram matrix of the answers (n^2 m flops, n = 22) is the robust decoder's one pass
-over the outputs; next to the plain linear decode (a banded pass) it is 3-6x, next to the plain log-space
-decode (a log and a softmax pass as well) 1.9-3.2x."""
+(4) Decode time: the robust decoder scores the answers in one compiled O(n m) pass per scoring
+(letcc._core.locator_scores: the detection spline's banded residuals and the neighbour distances), one on a
+clean round: at m >= 1000 outputs 1.3-1.7x the plain log-space decode and 1.9-2.8x the plain linear decode
+(a single banded pass). Each erasure adds a pass over the answers kept before the plain decode of the rest
+(bench/results/robust_decode.md: 3.4-4.2x the plain decode with 2 answers erased at m >= 1000)."""
 
 
 

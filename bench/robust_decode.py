@@ -22,9 +22,19 @@ change what the plain decoder does: sign-flipped probabilities are not probabili
 decodes them linearly, a cheaper decode than the log space the robust one keeps). letcc runs one thread (as bench/adversarial.py's
 decode-time table), numpy's BLAS as it is.
 
+Reading. A clean round costs one compiled scoring pass over the answers (letcc._core.locator_scores:
+the detection spline's banded residuals and the neighbour distances, O(n m)) next to the plain decode.
+Each erasure adds a pass over the answers kept (exact: the detection spline of the answers kept is
+another spline), the copy of the answers kept and the plain decode of another answering set, so a
+round with 2 erasures makes 2 scoring passes, a copy and a decode. 'probabilities, 2 sign-flipped'
+never reaches the locator (the probability check erases both): its cost is the check's
+answer-by-answer logs and the log-space decode, unchanged by the locator. The machine is shared
+(2 cores, load average 3-5 while these ran): quote the ratios, not the microseconds.
+
 Run:  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/robust_decode.py
 Writes bench/results/robust_decode.md (``--out DIR`` elsewhere; ``--quick``: small m only, a check
-that it runs).
+that it runs). ``--compare OLD.md [--compare-label TEXT]``: also a table of this run's ratios next to
+those of an earlier run's results file (e.g. another commit's code, run just before on the same machine).
 """
 from __future__ import annotations
 
@@ -82,6 +92,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="letcc's threads")
     ap.add_argument("--quick", action="store_true", help="m = 10 and 1000, 0.3 s each; results not written")
     ap.add_argument("--out", type=Path, default=None, help="folder for robust_decode.md (default bench/results)")
+    ap.add_argument("--compare", type=Path, default=None, help="an earlier run's robust_decode.md")
+    ap.add_argument("--compare-label", default="an earlier run", help="what the earlier run was")
     args = ap.parse_args()
     widths, budget = ((10, 1000), 0.3) if args.quick else (args.widths, args.budget)
     letcc.set_num_threads(args.threads)
@@ -108,9 +120,34 @@ def main():
     print(table)
     if args.quick:
         return
+    sections = [f"## One round, N = 24, S = 2, letcc threads = {args.threads}: medians of interleaved calls\n\n"
+                + table]
+    if args.compare is not None:
+        sections.append(compared(args.compare, args.compare_label, rows))
+        print(sections[-1])
     write_report("robust_decode", "Decode time of the robust decoder: LeTCC(8, 24, adversaries=2) vs LeTCC(8, 24)",
-                 [f"## One round, N = 24, S = 2, letcc threads = {args.threads}: medians of interleaved calls\n\n"
-                  + table], notes=__doc__.split("\n\n", 1)[1].rsplit("\n\nRun:", 1)[0], out_dir=args.out)
+                 sections, notes=__doc__.split("\n\n", 1)[1].rsplit("\n\nRun:", 1)[0], out_dir=args.out)
+
+
+def compared(path: Path, label: str, rows) -> str:
+    """This run's ratios next to those of the results file `path` (same table)."""
+    text = path.read_text()
+    old = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 9 and cells[0].isdigit():
+            old[(int(cells[0]), cells[1])] = (cells[4], cells[5], cells[6])
+    out = []
+    for r in rows:
+        o = old.get((r[0], r[1]))
+        if o is not None:
+            out.append([r[0], r[1], o[0], r[4], o[1], r[5], o[2], r[6]])
+    head = [line for line in text.splitlines() if line.startswith(("- date:", "- source:", "- load average"))]
+    return (f"## Before and now\n\nBefore: {label}; that run's results file ({path.name}):\n\n"
+            + "\n".join(head) + "\n\n"
+            + markdown_table(["m (outputs)", "answers", "robust (us), before", "robust (us), now",
+                              "/ plain same, before", "/ plain same, now", "/ plain honest, before",
+                              "/ plain honest, now"], out))
 
 
 if __name__ == "__main__":
