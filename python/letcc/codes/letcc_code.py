@@ -490,9 +490,10 @@ class LeTCC(Code):
                 raise ValueError(f"every answer of this decode fails valid={self.valid!r}: nothing to decode")
             keep_rows = np.flatnonzero(~bad)
             invalid = np.sort(avail[bad])
-            avail, Y, Z = avail[keep_rows], take_rows(Y, keep_rows), None
-            if log and logs is not None:        # the logs the check took, of the answers kept
-                Z = np.concatenate([logs[i] for i in keep_rows])
+            if log and logs is not None:        # the logs the check took, of the answers kept (decoded: Y is not)
+                avail, Y, Z = avail[keep_rows], None, np.concatenate([logs[i] for i in keep_rows])
+            else:
+                avail, Y, Z = avail[keep_rows], take_rows(Y, keep_rows), None
         if log and Z is None:
             Z = log_or_none(Y, strict=True)
         avail, Y, Z, flagged = self._erase_flagged(avail, Y, Z if log else None, max(E - invalid.size, 0))
@@ -508,7 +509,9 @@ class LeTCC(Code):
     def _erase_flagged(self, avail: np.ndarray, Y, Z, budget: int):
         """(avail', Y', Z', flagged): the spline locator's erasures removed.
         Z: Y's log when the locator scores the log space (probability
-        answers), else None (it scores Y)."""
+        answers; then the log space is decoded, Y may be None and Y' is
+        not copied: Y' is Y when nothing is erased, else None), else None
+        (it scores Y)."""
         if budget <= 0 or self.flag_threshold == np.inf:
             return avail, Y, Z, np.zeros(0, dtype=np.int64)
         ascending = bool((avail[1:] > avail[:-1]).all())
@@ -534,7 +537,9 @@ class LeTCC(Code):
         kept = np.ones(srt.size, dtype=bool)
         kept[pos] = False
         keep_rows = np.sort(order[kept])   # rows of Y kept, Y's order
-        return avail[keep_rows], take_rows(Y, keep_rows), None if Z is None else take_rows(Z, keep_rows), flagged
+        if Z is not None:
+            return avail[keep_rows], None, take_rows(Z, keep_rows), flagged
+        return avail[keep_rows], take_rows(Y, keep_rows), None, flagged
 
     def clean_round_threshold(self, n: int, space: str = "linear") -> float:
         """The clean-round test's threshold on the round statistic for n
