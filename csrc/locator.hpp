@@ -28,7 +28,8 @@
 namespace letcc {
 
 // weight of the one-side test: (1/2)^2, the farther answer of a side may lie
-// twice as far as the nearest (robust.py: SIDE_WEIGHT)
+// twice as far as the nearest (the one value tried: robust.py's docstring).
+// The 2 answers on either side are the kernel's d1, d2.
 constexpr double kSideWeight = 0.25;
 
 // The per-knot coefficients of the residual besides the Reinsch factors:

@@ -15,7 +15,7 @@ Its leave-one-out residuals are exact for a smoothing spline:
 Worker i's score is the smaller of two disagreements:
 
     loo_i  = sum_j (Y_ij - (H Y)_ij)^2 / (1 - H_ii)^2    (the spline through the others)
-    nn_i   = min ||y_i - y_k||^2 over the NEIGHBOURS = 2 nearest answers k on either side
+    nn_i   = min ||y_i - y_k||^2 over the 2 nearest answers k on either side
     side_i = min over the two sides of the larger ||y_i - y_k||^2 of that side's 2 answers
     s_i    = min(loo_i, max(nn_i, side_i / 4))
 
@@ -151,14 +151,6 @@ def _detection_spline(knots: np.ndarray):
     not_ok = ~ok
     one_minus_diag.flags.writeable = ok.flags.writeable = not_ok.flags.writeable = False
     return plan._plan, one_minus_diag, ok, not_ok
-
-
-# answers on either side an honest answer may agree with (the agreement score;
-# csrc/locator.hpp computes it: the distances to the next 2 answers)
-NEIGHBOURS = 2
-# weight of the one-side test (both answers on one side agree): (1/2)^2, i.e. the
-# farther of the two may lie twice as far as the nearest answer does (csrc/locator.hpp: kSideWeight)
-SIDE_WEIGHT = 0.25
 
 
 def locator_scores(splines: DetectionSplines, knots: np.ndarray, Y: np.ndarray, rows=None):
