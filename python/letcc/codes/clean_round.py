@@ -31,8 +31,9 @@ workers. For a decode in log space (probability answers) the round's
 outputs are log_softmax(c f(x)), c log-uniform in [1, 30] (soft to
 saturated classifiers), scored in the log space as the decoder scores them.
 ``max(4000, 20 / false_alarm)`` rounds (20 exceedances expected above the
-quantile), 64 answering sets, a fixed seed: deterministic, about 1-2 s (2 busy cores)
-once per (code nodes, lam_enc, n, space, false_alarm) and process, cached
+quantile), 64 answering sets, a fixed seed: deterministic, about 0.5 s
+(the default false_alarm, a 2-core machine) once per (code nodes, lam_enc,
+n, space, false_alarm) and process, cached
 here (``CALIBRATIONS``), shared by every code with the same nodes.
 
 Why it transfers, and where it does not: a real model is seen through the

@@ -545,7 +545,7 @@ class LeTCC(Code):
         """The clean-round test's threshold on the round statistic for n
         answers scored in `space` ('linear', or 'log' for probability
         answers), calibrated now if it is not yet (letcc.codes.clean_round;
-        1-2 s, then cached): call it ahead of serving for the answering-set
+        about 0.5 s, then cached): call it ahead of serving for the answering-set
         sizes expected, to keep the calibration out of the first rounds."""
         if self._clean_test is None:
             raise ValueError("this code has no clean-round test (false_alarm=None)")
