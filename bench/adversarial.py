@@ -333,7 +333,7 @@ Berlekamp-Welch BACC, which always erases E and whose Berrut decode is exact at 
 (letcc._core.locator_scores: the detection spline's banded residuals and the neighbour distances), one on a
 clean round: at m >= 1000 outputs 1.3-1.7x the plain log-space decode and 1.9-2.8x the plain linear decode
 (a single banded pass). Each erasure adds a pass over the answers kept before the plain decode of the rest
-(bench/results/robust_decode.md: 3.4-4.2x the plain decode with 2 answers erased at m >= 1000)."""
+(bench/results/robust_decode.md: 3.0-3.9x the plain decode with 2 answers erased at m >= 1000)."""
 
 
 
