@@ -24,7 +24,9 @@ base accuracy; precision / recall of the flagged workers; the clean-round
 false-alarm rate (rounds with an honest answer erased); decode times.
 
 Run:  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/adversarial.py
-Writes bench/results/adversarial.md.
+Writes bench/results/adversarial.md (``--out DIR``: DIR/adversarial.md). ``--timing-only``: only the
+decode-time table, rerun and put in place of that section of the existing results file (with the
+machine and commit it ran on), the rest of the file left as it was.
 """
 from __future__ import annotations
 
@@ -34,12 +36,14 @@ import time
 import numpy as np
 
 import letcc
-from _report import best_time, markdown_table, write_report
+from pathlib import Path
+
+from _report import RESULTS_DIR, best_time, environment, markdown_table, write_report
 from letcc.adversaries import (AdversaryModel, Colluding, ConstantShift, GaussianNoise, RelabelClasses, SignFlip,
                                UniformBounded)
 from letcc.codes import BACC, LeTCC
 from letcc.codes.output_space import to_log
-from letcc.codes.robust import DetectionSplines, detection_knots, erasable, locator_scores, round_statistic
+from letcc.codes.robust import DetectionSplines, detection_knots, locator_scores, round_statistic
 from letcc.evaluate import coded_outputs, evaluate, exact_outputs, fixed_count_sets, group_inputs, group_labels
 
 K, N, S = 8, 24, 2
@@ -158,13 +162,13 @@ def diagnostics(name, code, out, sets, classifier):
     single, single_rounds, changes = [], [], []
     for avail in sets:
         av = np.sort(avail)
-        A = ds.loo_operator(detection_knots(code.beta[av]))
-        ok = erasable(detection_knots(code.beta[av]))        # the answers the decoder's test looks at
+        t = detection_knots(code.beta[av])
+        ok = ds.get(t)[2]                                    # the answers the decoder's test looks at
         for b in range(out.shape[1]):
             Y = out[av, b]
             for Yr, store in ((Y, honest), (RelabelClasses(1).corrupt(Y, av, rng)[0], relab)):
                 Z = to_log(Yr) if classifier else Yr
-                s, loo = locator_scores(A, Z @ Z.T)
+                s, loo = locator_scores(ds, t, np.ascontiguousarray(Z.reshape(Z.shape[0], -1), dtype=np.float64))
                 s = np.where(ok, s, 0.0)
                 store.append(round_statistic(s, loo))
                 if store is relab:
@@ -325,10 +329,28 @@ whose honest answers are one-hot themselves. (3) The smooth f has no check: ever
 the statistical test, whose recall is 91-100% at E = 1 and 62-96% at E = 2 (two wrong answers raise the
 median LOO score of their neighbours too), and a missed wrong answer costs far more than an erasure;
 Berlekamp-Welch BACC, which always erases E and whose Berrut decode is exact at the nodes, wins there.
-(4) Decode time: the Gram matrix of the answers (n^2 m flops, n = 22) is the robust decoder's one pass
-over the outputs; next to the plain linear decode (a banded pass) it is 3-6x, next to the plain log-space
-decode (a log and a softmax pass as well) 1.9-3.2x."""
+(4) Decode time: the robust decoder scores the answers in one compiled O(n m) pass per scoring
+(letcc._core.locator_scores: the detection spline's banded residuals and the neighbour distances), one on a
+clean round: at m >= 1000 outputs 1.3-1.7x the plain log-space decode and 1.9-2.8x the plain linear decode
+(a single banded pass). Each erasure adds a pass over the answers kept before the plain decode of the rest
+(bench/results/robust_decode.md: 3.0-3.9x the plain decode with 2 answers erased at m >= 1000)."""
 
+
+
+TIMING_TITLE = "## Decode time, one round (N = 24, S = 2; plans and calibration cached)"
+
+
+def rerun_timing(path: Path) -> None:
+    """The decode-time table rerun, in place of its section (the file's last) of `path`."""
+    text = path.read_text()
+    head = text[:text.index(TIMING_TITLE)] if TIMING_TITLE in text else text.rstrip() + "\n\n"
+    tim = timing()
+    print(tim)
+    env = "\n".join(f"- {k}: {v}" for k, v in environment() if k in ("date", "command", "source", "cpu",
+                                                                      "load average (1, 5, 15 min) at write", "letcc"))
+    path.write_text(head + TIMING_TITLE + "\n\nRerun alone (`--timing-only`; the tables above are from the run "
+                    "this file's header describes):\n\n" + env + "\n\n" + tim + "\n")
+    print(f"wrote {path}")
 
 
 def main():
@@ -336,8 +358,14 @@ def main():
     ap.add_argument("--models", nargs="+", default=["lenet5", "repvgg_a0", "vit_small", "cnn_fashion", SMOOTH])
     ap.add_argument("--images", type=int, default=400, help="test images (rounds of K = 8)")
     ap.add_argument("--draws", type=int, default=8, help="straggler sets")
+    ap.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder of adversarial.md (default bench/results)")
+    ap.add_argument("--timing-only", action="store_true",
+                    help="rerun only the decode-time table, in place of that section of <out>/adversarial.md")
     args = ap.parse_args()
     letcc.set_num_threads(1)
+    if args.timing_only:
+        rerun_timing(args.out / "adversarial.md")
+        return
     sections, skipped, diags = [], [], []
     t0 = time.time()
     for name in args.models:
@@ -365,7 +393,7 @@ def main():
     write_report("adversarial", "Adversarial workers: LeTCC's clean-round test vs Berlekamp-Welch BACC (issue 28)",
                  sections, notes=f"Run time {time.time() - t0:.0f} s. MSE on the model's outputs (softmax for "
                                  "classifiers); RelAcc = accuracy / base accuracy. precision / recall: of the "
-                                 "workers a scheme flagged.\n\n" + READING)
+                                 "workers a scheme flagged.\n\n" + READING, out_dir=args.out)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@
 #include "bindings_arrays.hpp"
 #include "dispatch.hpp"
 #include "driver/linear_maps.hpp"
+#include "driver/locator.hpp"
 #include "driver/spline_ops.hpp"
 #include "local_gaps.hpp"
 #include "output_space_apply.hpp"
@@ -178,6 +179,66 @@ py::array_t<double> rows_array(const std::vector<double>& rows, std::int64_t q, 
     return out;
 }
 
+// The spline locator's scores (s, loo) of n answers (letcc.codes.robust): the
+// rows of y (2-D, C-contiguous float32/float64, (answers, m)) that `rows`
+// names in knot order (None: every row of y, in order), scored with the
+// detection spline `plan` at its knots (its factor; its query points play no
+// part) and one_minus_diag = 1 - H_ii (n). One pass over those rows
+// (driver/locator.hpp), the GIL released.
+py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj, const py::object& omdobj,
+                         const py::object& rowsobj, int threads) {
+    if (!py::isinstance<py::array>(yobj))
+        throw py::type_error("y must be a numpy array (answers, outputs), got " +
+                             std::string(py::str(py::type::of(yobj).attr("__name__"))));
+    const py::array y = py::reinterpret_borrow<py::array>(yobj);
+    if (y.ndim() != 2)
+        throw py::value_error("y must be 2-D (answers, outputs), got ndim = " + std::to_string(y.ndim()) +
+                              ", shape " + shape_text(std::vector<py::ssize_t>(y.shape(), y.shape() + y.ndim())));
+    const FloatKind kind = bind::checked_float_array(y, "y", y.shape(0));
+    const std::size_t n = static_cast<std::size_t>(plan.n());
+    const std::size_t rows_in_y = static_cast<std::size_t>(y.shape(0));
+    const std::size_t m = static_cast<std::size_t>(y.shape(1));
+    const std::vector<double> omd = as_f64_vector(py::array::ensure(omdobj), "one_minus_diag");
+    if (omd.size() != n)
+        throw py::value_error("one_minus_diag has " + std::to_string(omd.size()) + " entries but the plan has " +
+                              std::to_string(n) + " knots");
+    std::vector<std::size_t> idx(n);
+    if (rowsobj.is_none()) {
+        if (rows_in_y != n)
+            throw py::value_error("y has " + std::to_string(rows_in_y) + " rows but the plan has " +
+                                  std::to_string(n) + " knots (pass rows= to score some of them)");
+        for (std::size_t i = 0; i < n; ++i) idx[i] = i;
+    } else {
+        const py::array r = py::array::ensure(rowsobj);
+        if (!r || (r.dtype().kind() != 'i' && r.dtype().kind() != 'u'))
+            throw py::type_error("rows must be an integer array, got " +
+                                 (r ? std::string(py::str(r.dtype())) : std::string(py::str(py::type::of(rowsobj).attr("__name__")))));
+        if (r.ndim() != 1 || static_cast<std::size_t>(r.shape(0)) != n)
+            throw py::value_error("rows must be 1-D with one entry per knot (" + std::to_string(n) + "), got shape " +
+                                  shape_text(std::vector<py::ssize_t>(r.shape(), r.shape() + r.ndim())));
+        const auto r64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(r);
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::int64_t v = r64.data()[i];
+            if (v < 0 || static_cast<std::size_t>(v) >= rows_in_y)
+                throw py::value_error("rows[" + std::to_string(i) + "] = " + std::to_string(v) +
+                                      " is out of range for y with " + std::to_string(rows_in_y) + " rows");
+            idx[i] = static_cast<std::size_t>(v);
+        }
+    }
+    py::array_t<double> s(static_cast<py::ssize_t>(n)), loo(static_cast<py::ssize_t>(n));
+    double* sp = s.mutable_data();
+    double* lp = loo.mutable_data();
+    dispatch_float(kind, [&](auto tag) {
+        using T = decltype(tag);
+        const T* base = static_cast<const T*>(y.data());
+        std::vector<const T*> ptrs(n);
+        for (std::size_t i = 0; i < n; ++i) ptrs[i] = base + idx[i] * m;
+        py::gil_scoped_release release;
+        driver::locator_scores<T>(plan.factor(), plan.tables(), ptrs.data(), m, omd.data(), threads, sp, lp);
+    });
+    return py::make_tuple(s, loo);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, mod) {
@@ -261,6 +322,8 @@ PYBIND11_MODULE(_core, mod) {
             return py::make_tuple(lams, rows_array(rows, av.size(), xv.size()));
         },
         py::arg("x"), py::arg("at"), py::arg("c"), py::arg("end_factor"));
+    mod.def("locator_scores", &locator_scores, py::arg("plan"), py::arg("y"), py::arg("one_minus_diag"),
+            py::arg("rows") = py::none(), py::arg("threads") = 0);
     register_control(mod);
     register_output_space(mod);
     mod.def("set_num_threads", [](int k) { ThreadPool::instance().set_num_threads(k); }, py::arg("k"));

@@ -19,6 +19,7 @@
 #include "kernels.hpp"
 #include "kernels_avx2.hpp"
 #include "kernels_avx512.hpp"
+#include "locator_kernel.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LETCC_NO_CLONES)
 #define LETCC_X86_DISPATCH 1
@@ -256,6 +257,32 @@ LETCC_MULTIVERSION(dense_tile_f32,
                    (A, q, n, y, ldy, out, ldo, c0, tw, pack),
                    kernels::dense_tile<float>(A, q, n, y, ldy, out, ldo, c0, tw, pack))
 
+// The locator kernel (locator_kernel.hpp) with vectors as wide as each build's
+// registers: 8 float64 lanes on AVX-512, 4 on AVX2, 2 baseline (with 8
+// everywhere the AVX2 build ran 5x slower than with 4: GCC splits the wider
+// vectors badly).
+#if defined(LETCC_X86_DISPATCH)
+#define LETCC_MULTIVERSION_LANES(NAME, PARAMS, ARGS, T)                                     \
+    LETCC_TARGET_AVX512 static void NAME##_avx512 PARAMS { kernels::locator_tile<T, 8> ARGS; } \
+    LETCC_TARGET_AVX2 static void NAME##_avx2 PARAMS { kernels::locator_tile<T, 4> ARGS; }     \
+    static void NAME##_baseline PARAMS { kernels::locator_tile<T, 2> ARGS; }                 \
+    void NAME PARAMS {                                                                       \
+        pick_isa(NAME##_avx512, NAME##_avx2, NAME##_baseline) ARGS;                          \
+    }
+#else
+#define LETCC_MULTIVERSION_LANES(NAME, PARAMS, ARGS, T) \
+    void NAME PARAMS { kernels::locator_tile<T, 2> ARGS; }
+#endif
+
+LETCC_MULTIVERSION_LANES(locator_tile_f64,
+                         (const PlanTables& p, const LocatorCoeffs& c, const double* const* rows, std::size_t c0,
+                          std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols),
+                         (p, c, rows, c0, tw, buf, sums, prefetch_cols), double)
+
+LETCC_MULTIVERSION_LANES(locator_tile_f32,
+                         (const PlanTables& p, const LocatorCoeffs& c, const float* const* rows, std::size_t c0,
+                          std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols),
+                         (p, c, rows, c0, tw, buf, sums, prefetch_cols), float)
 #if defined(LETCC_X86_DISPATCH)
 namespace {
 const char* isa_name(Isa isa) {

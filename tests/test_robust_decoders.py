@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from letcc.codes import BACC, LeTCC, berrut_matrix
-from letcc.codes.robust import (bw_locator_values, gram_scores, invalid_rows, loo_scores, neighbour_scores,
-                                _detection_spline, _loo_operator)
+from letcc.codes.robust import DetectionSplines, bw_locator_values, invalid_rows, locator_scores
 from letcc.splines.gcv import lam_scale
 
 
@@ -81,14 +80,14 @@ def test_bw_bacc_needs_2K_plus_2E_minus_1_answers():
 
 def test_loo_scores_equal_refits_without_each_point(rng):
     """(y_i - (Hy)_i) / (1 - H_ii) is the residual of the spline fitted
-    without point i (scipy's make_smoothing_spline as the reference)."""
+    without point i (scipy's make_smoothing_spline as the reference).
+    tests/test_robust_locator_scores.py checks the rest of the scores."""
     from scipy.interpolate import make_smoothing_spline
 
     b = np.sort(rng.uniform(-1, 1, 15))
     Y = smooth(b) + 0.05 * rng.standard_normal((15, 4))
-    plan, omd = _detection_spline(b)
     lam = lam_scale(b, np.ones(15))
-    s = loo_scores(plan, omd, Y)
+    _, s = locator_scores(DetectionSplines(), b, Y)
     ref = np.zeros(15)
     for i in range(15):
         keep = np.delete(np.arange(15), i)
@@ -99,26 +98,6 @@ def test_loo_scores_equal_refits_without_each_point(rng):
             pred = g(edge) + g.derivative()(edge) * (b[i] - edge)
             ref[i] += (Y[i, j] - pred) ** 2
     np.testing.assert_allclose(s, ref, rtol=1e-7)
-    # the same scores from the Gram matrix of the rows (what the locator uses)
-    np.testing.assert_allclose(gram_scores(_loo_operator(b), Y @ Y.T), ref, rtol=1e-7)
-
-
-def test_neighbour_scores_against_the_definition(rng):
-    """max(nearest of the 2 answers on either side, 1/4 * the better side's
-    farther answer of its 2), squared distances; a side with fewer than 2
-    answers does not count."""
-    for n in (2, 3, 4, 9):
-        Y = rng.standard_normal((n, 6))
-        Y[n // 2] = Y[n // 2 - 1]                          # two equal answers side by side
-        def d(i, j):
-            return float(np.sum((Y[i] - Y[j]) ** 2))
-        ref = []
-        for i in range(n):
-            nn = min(d(i, j) for j in range(max(0, i - 2), min(n, i + 3)) if j != i)
-            sides = [max(d(i, i - 1), d(i, i - 2))] if i >= 2 else []
-            sides += [max(d(i, i + 1), d(i, i + 2))] if i + 2 < n else []
-            ref.append(max(nn, 0.25 * min(sides)) if sides else nn)
-        np.testing.assert_allclose(neighbour_scores(Y @ Y.T), ref, rtol=1e-10, atol=1e-12)
 
 
 def _classifier_like(beta, rng, classes=4):
@@ -146,8 +125,8 @@ def test_spline_locator_does_not_take_an_honest_class_change_for_a_wrong_answer(
         Pc[bad] = -Pc[bad]
         _, flagged = code.decode(Pc, np.arange(N), return_flagged=True)
         hits += flagged.tolist() == [bad]
-        plan, omd = _detection_spline(-np.arccos(code.beta))
-        loo_hits += int(np.argmax(loo_scores(plan, omd, Pc))) == bad
+        loo = locator_scores(DetectionSplines(), -np.arccos(code.beta), Pc)[1]
+        loo_hits += int(np.argmax(loo)) == bad
     assert hits == 40
     assert loo_hits < 40
 

@@ -129,6 +129,7 @@ public:
     std::int64_t n() const { return tables_.n; }
     std::int64_t q() const { return tables_.q; }
     const ReinschFactor& factor() const { return factor_; }
+    const PlanTables& tables() const { return tables_; }
 
     // The dense (q x n) operator into out: the banded plan applied to the
     // identity (the same values as the operator the dense method holds).

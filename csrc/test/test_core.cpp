@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "driver/linear_maps.hpp"
+#include "driver/locator.hpp"
 #include "driver/spline_ops.hpp"
 #include "reinsch.hpp"
 #include "control_words.hpp"
@@ -295,6 +296,85 @@ void test_dense_map(std::size_t q, std::size_t n, std::size_t m) {
     check_close("dense f32", o32.data(), want, 1e-6 * n, 1.0, n, m, 0);
 }
 
+// The spline locator's pass (driver/locator.hpp): rss, d1, d2 and the scores
+// against residuals formed with the dense hat matrix (the banded plan on the
+// identity, checked against the dense solve in test_spline), rows taken out
+// of order, float32 and float64, one and two threads bit for bit.
+void test_locator(std::size_t n, std::size_t m) {
+    const std::vector<double> x = random_knots(n);
+    const std::vector<double> w(n, 1.0);
+    const double lam = 0.01 * uniform(0.5, 2.0);
+    const driver::SplinePlan plan(x, w, lam, x, 0, "banded");
+    std::vector<double> H(n * n);
+    plan.matrix(H.data());
+    // the answers in the rows of a larger array, knot i in row perm[i] + 1
+    std::vector<std::size_t> perm(n);
+    for (std::size_t i = 0; i < n; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    const std::vector<double> big = random_vector((n + 2) * m, -1.0, 1.0);
+    std::vector<const double*> rows(n);
+    for (std::size_t i = 0; i < n; ++i) rows[i] = big.data() + (perm[i] + 1) * m;
+    std::vector<double> rss(n, 0.0), d1(n, 0.0), d2(n, 0.0), omd(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        omd[i] = 1.0 - H[i * n + i];
+        for (std::size_t c = 0; c < m; ++c) {
+            double hy = 0.0;
+            for (std::size_t k = 0; k < n; ++k) hy += H[i * n + k] * rows[k][c];
+            rss[i] += (rows[i][c] - hy) * (rows[i][c] - hy);
+            if (i + 1 < n) d1[i] += std::pow(rows[i][c] - rows[i + 1][c], 2);
+            if (i + 2 < n) d2[i] += std::pow(rows[i][c] - rows[i + 2][c], 2);
+        }
+    }
+    std::vector<double> sums(locator_sums_size(static_cast<std::int64_t>(n))), sums1(sums.size());
+    driver::locator_sums<double>(plan.factor(), plan.tables(), rows.data(), m, 2, sums.data());
+    driver::locator_sums<double>(plan.factor(), plan.tables(), rows.data(), m, 1, sums1.data());
+    CHECK(sums == sums1, "locator n=%zu m=%zu: one thread and two differ", n, m);
+    const double rscale = max_abs(rss) + 1e-300;
+    for (std::size_t i = 0; i < n; ++i) {
+        CHECK(std::abs(sums[i] - rss[i]) <= 1e-9 * rscale, "locator rss n=%zu m=%zu i=%zu: %.17g vs %.17g", n, m, i,
+              sums[i], rss[i]);
+        if (i + 1 < n)
+            CHECK(std::abs(sums[n + i] - d1[i]) <= 1e-12 * (d1[i] + 1), "locator d1 n=%zu m=%zu i=%zu", n, m, i);
+        if (i + 2 < n)
+            CHECK(std::abs(sums[2 * n + i] - d2[i]) <= 1e-12 * (d2[i] + 1), "locator d2 n=%zu m=%zu i=%zu", n, m, i);
+    }
+    // the scores: loo and the neighbour score from the sums (locator.hpp's
+    // formula); n <= 2 has 1 - H_ii = 0 (the spline passes through every answer)
+    std::vector<double> s(n), loo(n);
+    driver::locator_scores<double>(plan.factor(), plan.tables(), rows.data(), m, omd.data(), 2, s.data(), loo.data());
+    for (std::size_t i = 0; i < n && n >= 3; ++i) {
+        const double want_loo = sums[i] / (omd[i] * omd[i]);
+        double nn = INFINITY, side = INFINITY;
+        for (std::size_t k = (i >= 2 ? i - 2 : 0); k <= std::min(n - 1, i + 2); ++k) {
+            if (k == i) continue;
+            const std::size_t a = std::min(i, k), b = std::max(i, k);
+            nn = std::min(nn, b - a == 1 ? d1[a] : d2[a]);
+        }
+        if (i >= 2) side = std::min(side, std::max(d1[i - 1], d2[i - 2]));
+        if (i + 2 < n) side = std::min(side, std::max(d1[i], d2[i]));
+        const double agree = std::max(nn, std::isinf(side) ? 0.0 : 0.25 * side);
+        CHECK(loo[i] == want_loo, "locator loo n=%zu i=%zu", n, i);
+        CHECK(std::abs(s[i] - std::min(want_loo, agree)) <= 1e-12 * (std::min(want_loo, agree) + 1e-300),
+              "locator s n=%zu m=%zu i=%zu: %.17g vs %.17g", n, m, i, s[i], std::min(want_loo, agree));
+    }
+    // float32 rows: the float64 pass on their (exact) float64 values
+    std::vector<float> big32(big.begin(), big.end());
+    std::vector<double> big64(big32.begin(), big32.end());
+    std::vector<const float*> rows32(n);
+    std::vector<const double*> rows64(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        rows32[i] = big32.data() + (perm[i] + 1) * m;
+        rows64[i] = big64.data() + (perm[i] + 1) * m;
+    }
+    std::vector<double> s32(sums.size()), s64(sums.size());
+    driver::locator_sums<float>(plan.factor(), plan.tables(), rows32.data(), m, 2, s32.data());
+    driver::locator_sums<double>(plan.factor(), plan.tables(), rows64.data(), m, 2, s64.data());
+    // (the tiles are sized by element size, so the sums' order may differ)
+    for (std::size_t i = 0; i < s32.size(); ++i)
+        CHECK(std::abs(s32[i] - s64[i]) <= 1e-12 * std::abs(s64[i]), "locator n=%zu m=%zu: float32 rows differ from "
+              "their float64 values: %.17g vs %.17g", n, m, s32[i], s64[i]);
+}
+
 void test_round_counter() {
     std::int64_t word = 0;
     word = round_counter_start(41);
@@ -458,6 +538,17 @@ int main() {
     for (std::size_t q : {1, 3, 16, 33})
         for (std::size_t n : {1, 4, 12, 40})
             for (std::size_t m : {1, 9, 600}) test_dense_map(q, n, m);
+    // the locator kernel in every build this CPU runs (dispatch.cpp: per kernel_isa)
+    for (const char* isa : {"baseline", "avx2", "avx512", "auto"}) {
+        try {
+            set_kernel_isa(isa);
+        } catch (const std::invalid_argument&) {
+            continue;
+        }
+        for (std::size_t n : {1, 2, 3, 4, 9, 22, 64})
+            for (std::size_t m : {1, 7, 1000, 4099}) test_locator(n, m);
+    }
+    set_kernel_isa("auto");
     test_round_counter();
     test_task_records();
     test_poster_and_port();

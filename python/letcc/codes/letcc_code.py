@@ -107,8 +107,9 @@ class LeTCC(Code):
         space it would use (``output_space``): a round with nothing erased
         is decoded bit for bit as adversaries=0 decodes it. Probability
         answers are scored in the log space they are decoded in. Costs
-        the answers' Gram matrix (one pass over the outputs, n^2 m flops)
-        plus O(E n^3) per decode. ``decode(..., return_flagged=True)`` also
+        one compiled O(n m) pass over the answers per scoring (the
+        detection spline's banded residuals and the neighbour distances):
+        one on a clean round, one more after each erasure. ``decode(..., return_flagged=True)`` also
         returns the erased workers. All of Y's trailing axes are one round:
         a flagged worker is erased for all of them.
     flag_threshold : float or None, default None
@@ -489,9 +490,10 @@ class LeTCC(Code):
                 raise ValueError(f"every answer of this decode fails valid={self.valid!r}: nothing to decode")
             keep_rows = np.flatnonzero(~bad)
             invalid = np.sort(avail[bad])
-            avail, Y, Z = avail[keep_rows], take_rows(Y, keep_rows), None
-            if log and logs is not None:        # the logs the check took, of the answers kept
-                Z = np.concatenate([logs[i] for i in keep_rows])
+            if log and logs is not None:        # the logs the check took, of the answers kept (decoded: Y is not)
+                avail, Y, Z = avail[keep_rows], None, np.concatenate([logs[i] for i in keep_rows])
+            else:
+                avail, Y, Z = avail[keep_rows], take_rows(Y, keep_rows), None
         if log and Z is None:
             Z = log_or_none(Y, strict=True)
         avail, Y, Z, flagged = self._erase_flagged(avail, Y, Z if log else None, max(E - invalid.size, 0))
@@ -507,24 +509,23 @@ class LeTCC(Code):
     def _erase_flagged(self, avail: np.ndarray, Y, Z, budget: int):
         """(avail', Y', Z', flagged): the spline locator's erasures removed.
         Z: Y's log when the locator scores the log space (probability
-        answers), else None (it scores Y)."""
+        answers; then the log space is decoded, Y may be None and Y' is
+        not copied: Y' is Y when nothing is erased, else None), else None
+        (it scores Y)."""
         if budget <= 0 or self.flag_threshold == np.inf:
             return avail, Y, Z, np.zeros(0, dtype=np.int64)
         ascending = bool((avail[1:] > avail[:-1]).all())
         order = np.arange(avail.size) if ascending else np.argsort(avail, kind="stable")
         srt = avail if ascending else avail[order]
-        Dh = to_host_2d(Y if Z is None else Z)
-        if Dh.dtype != np.float64:
-            Dh = Dh.astype(np.float64)
-        G = Dh @ Dh.T                                   # the one pass over the outputs
+        Dh = to_host_2d(Y if Z is None else Z)          # float32 or float64, scored in float64
         # the caller's threshold, else the calibrated clean-round test, else
         # (false_alarm=None) E erasures in every round
         ratio = None if self.flag_threshold is not None or self._clean_test is None else \
             self._clean_test.ratio_for("linear" if Z is None else "log")
         report: dict = {}
-        pos = spline_locate(self.beta[srt], None, budget, self._detection, self.flag_threshold,
-                            G=G if ascending else G[np.ix_(order, order)], knots=self._knots[srt], ratio=ratio,
-                            report=report)
+        pos = spline_locate(self.beta[srt], Dh, budget, self._detection, self.flag_threshold,
+                            knots=self._knots[srt], ratio=ratio, report=report,
+                            rows=None if ascending else order)
         if report:
             # evidence for the caller to pool over rounds: where a wrong answer hides in
             # one round, the top-scored worker is still the same adversary more often
@@ -536,13 +537,15 @@ class LeTCC(Code):
         kept = np.ones(srt.size, dtype=bool)
         kept[pos] = False
         keep_rows = np.sort(order[kept])   # rows of Y kept, Y's order
-        return avail[keep_rows], take_rows(Y, keep_rows), None if Z is None else take_rows(Z, keep_rows), flagged
+        if Z is not None:
+            return avail[keep_rows], None, take_rows(Z, keep_rows), flagged
+        return avail[keep_rows], take_rows(Y, keep_rows), None, flagged
 
     def clean_round_threshold(self, n: int, space: str = "linear") -> float:
         """The clean-round test's threshold on the round statistic for n
         answers scored in `space` ('linear', or 'log' for probability
         answers), calibrated now if it is not yet (letcc.codes.clean_round;
-        1-2 s, then cached): call it ahead of serving for the answering-set
+        about 0.5 s, then cached): call it ahead of serving for the answering-set
         sizes expected, to keep the calibration out of the first rounds."""
         if self._clean_test is None:
             raise ValueError("this code has no clean-round test (false_alarm=None)")

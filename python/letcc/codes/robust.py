@@ -1,7 +1,7 @@
 """Decoding that survives wrong answers: the two locators the codes use with
 ``adversaries=E``.
 
-Spline locator (LeTCC's robust decoder), O(n^2 m) once + O(E n^3) per decode
+Spline locator (LeTCC's robust decoder), O(n m) per step, at most E + 1 steps
 -----------------------------------------------------------------------------
 For the answering nodes b_1 < ... < b_n and outputs Y (n, m), a *detection*
 smoothing spline with lam = letcc.splines.gcv.lam_scale(b) (the lam at which
@@ -15,7 +15,7 @@ Its leave-one-out residuals are exact for a smoothing spline:
 Worker i's score is the smaller of two disagreements:
 
     loo_i  = sum_j (Y_ij - (H Y)_ij)^2 / (1 - H_ii)^2    (the spline through the others)
-    nn_i   = min ||y_i - y_k||^2 over the NEIGHBOURS = 2 nearest answers k on either side
+    nn_i   = min ||y_i - y_k||^2 over the 2 nearest answers k on either side
     side_i = min over the two sides of the larger ||y_i - y_k||^2 of that side's 2 answers
     s_i    = min(loo_i, max(nn_i, side_i / 4))
 
@@ -41,11 +41,15 @@ to +160% MSE against nn alone, bench/results/adversarial.md's E = 0 rows).
 
 The locator takes the worker with the largest score, erases it, rescores
 the rest and repeats, E times (one at a time: two wrong answers side by side
-mask each other in a single pass), leaving at least 3 answers. Everything
-after one pass over the outputs is on (n, n) matrices: both scores are
-quadratic forms of the Gram matrix G = Y Y^T (loo = diag(A G A^T) with the
-cached A = diag(1 / (1 - H_ii)) (I - H), nn and side from G_ii + G_kk - 2 G_ik), so
-a rescoring after an erasure costs O(n^3) for any m, not another pass.
+mask each other in a single pass), leaving at least 3 answers. Each scoring
+is one compiled pass over the answers it scores (letcc._core.locator_scores,
+csrc/locator.hpp: the formulas' one home; csrc/driver/locator.hpp): the
+detection spline's residuals from its banded Reinsch factors (no n x n
+operator), their row sums and the distances to the next two answers, O(n m)
+and deterministic; a rescoring after an erasure is a pass over the n - 1
+answers kept, with the detection spline of those (exact, nothing carried
+over from the previous step). The detection spline, 1 - H_ii and which
+answers a test may erase are cached per answering set (DetectionSplines).
 
 Each step may first test the round (``ratio``): the top-scored answer is
 erased only while round_statistic (the top score over the median loo score)
@@ -92,6 +96,7 @@ import numbers
 
 import numpy as np
 
+from letcc import _core
 from letcc.codes._plan_cache import PlanCache
 from letcc.splines import SplineSmoother
 from letcc.splines.gcv import lam_scale
@@ -124,88 +129,38 @@ def check_adversaries(E, N: int, maximum: int, why: str) -> int:
 
 
 class DetectionSplines:
-    """Per answering set (ascending detection knots): the detection spline's
-    plan at the knots and 1 - diag H, and the (n, n) LOO residual operator
-    A = diag(1 / (1 - H_ii)) (I - H) (row i of A Y: worker i's leave-one-out
-    residual), cached."""
+    """Per answering set (its ascending detection knots, detection_knots):
+    the detection spline (the compiled plan at the knots), 1 - diag H and
+    the answers a test may erase (``erasable``), cached."""
 
     def __init__(self, maxsize: int = 128):
         self._cache = PlanCache(maxsize)
-        self._ops = PlanCache(maxsize)
 
-    def get(self, nodes: np.ndarray):
-        return self._cache.get(nodes.tobytes(), lambda: _detection_spline(nodes))
+    def get(self, knots: np.ndarray):
+        """(plan, one_minus_diag, erasable, not erasable) for the ascending
+        `knots`: plan a letcc._core.Plan (for locator_scores), the others
+        (n,) read-only."""
+        return self._cache.get(knots.tobytes(), lambda: _detection_spline(knots))
 
-    def loo_operator(self, nodes: np.ndarray) -> np.ndarray:
-        return self._ops.get(nodes.tobytes(), lambda: _loo_operator(nodes))
 
-
-def _detection_spline(nodes: np.ndarray):
-    lam = DETECTION_LAM_FACTOR * lam_scale(nodes, np.ones(nodes.shape[0]))
-    plan = SplineSmoother(nodes, nodes, lam=lam, method="banded")
+def _detection_spline(knots: np.ndarray):
+    lam = DETECTION_LAM_FACTOR * lam_scale(knots, np.ones(knots.shape[0]))
+    plan = SplineSmoother(knots, knots, lam=lam, method="banded")
     one_minus_diag = 1.0 - np.diag(plan.matrix())
-    return plan, one_minus_diag
+    ok = erasable(knots)
+    not_ok = ~ok
+    one_minus_diag.flags.writeable = ok.flags.writeable = not_ok.flags.writeable = False
+    return plan._plan, one_minus_diag, ok, not_ok
 
 
-def _loo_operator(nodes: np.ndarray) -> np.ndarray:
-    plan, omd = _detection_spline(nodes)
-    A = -plan.matrix()
-    A[np.diag_indices_from(A)] += 1.0
-    A /= omd[:, None]
-    A.flags.writeable = False
-    return A
-
-
-def loo_scores(plan: SplineSmoother, one_minus_diag: np.ndarray, Y: np.ndarray) -> np.ndarray:
-    """s_i = ||y_i - (H Y)_i||^2 / (1 - H_ii)^2 for Y (n, m) float64."""
-    R = Y - plan(Y)
-    return np.einsum("ij,ij->i", R, R) / (one_minus_diag * one_minus_diag)
-
-
-def gram_scores(A: np.ndarray, G: np.ndarray) -> np.ndarray:
-    """The same scores from the Gram matrix G = Y Y^T of the rows:
-    s_i = (A G A^T)_ii, O(n^3), no pass over the m outputs."""
-    return np.maximum(np.einsum("ij,ij->i", A @ G, A), 0.0)
-
-
-# answers on either side an honest answer may agree with (the agreement score)
-NEIGHBOURS = 2
-# weight of the one-side test (both answers on one side agree): (1/2)^2, i.e. the
-# farther of the two may lie twice as far as the nearest answer does
-SIDE_WEIGHT = 0.25
-
-
-def neighbour_scores(G: np.ndarray) -> np.ndarray:
-    """The neighbour part of the agreement score, from the Gram matrix
-    G = Y Y^T of the answers (node order), O(n):
-
-        nn_i   = min ||y_i - y_j||^2 over the 2 nearest answers j on either side
-        side_i = min over the two sides of max(||y_i - y_j||^2 for the 2 answers j on that side)
-        d_i    = max(nn_i, SIDE_WEIGHT * side_i)
-
-    nn is small for an honest answer at a class change (it agrees with its
-    side); side keeps two wrong answers side by side from vouching for each
-    other (each has only one agreeing neighbour, not a whole side). A side
-    with fewer than 2 answers does not count; with no such side, d_i = nn_i."""
-    n = G.shape[0]
-    g = G.ravel()[:: n + 1]
-    d = [None] * (NEIGHBOURS + 1)
-    for k in range(1, min(NEIGHBOURS, n - 1) + 1):
-        d[k] = g[k:] + g[:-k] - 2.0 * G.ravel()[k: (n - k) * (n + 1): n + 1]     # ||y_i - y_{i+k}||^2
-    cand = np.full((4, n), np.inf)
-    if d[1] is not None:
-        cand[0, 1:] = d[1]
-        cand[1, :-1] = d[1]
-    if d[2] is not None:
-        cand[0, 2:] = np.minimum(cand[0, 2:], d[2])
-        cand[1, :-2] = np.minimum(cand[1, :-2], d[2])
-        cand[2, :-2] = np.maximum(d[1][:-1], d[2])      # right side: i+1 and i+2
-        cand[3, 2:] = np.maximum(d[1][1:], d[2])        # left side: i-1 and i-2
-    nn = np.minimum(cand[0], cand[1])
-    side = np.minimum(cand[2], cand[3])
-    side[np.isinf(side)] = 0.0                          # no side with 2 answers (n < 4): nn alone
-    out = np.maximum(nn, SIDE_WEIGHT * side)
-    return np.maximum(out, 0.0, out=out)
+def locator_scores(splines: DetectionSplines, knots: np.ndarray, Y: np.ndarray, rows=None):
+    """(s, loo), each (n,) float64: the locator's scores s_i = min(loo_i,
+    agreement_i) and the leave-one-out scores loo_i (the module docstring)
+    of the answers at the ascending detection `knots` (n), in one compiled
+    pass: row rows[i] of Y (2-D C-contiguous float32/float64 (answers, m))
+    is the answer at knots[i] (rows None: Y has n rows, in knot order)."""
+    plan, omd = splines.get(knots)[:2]
+    return _core.locator_scores(plan, Y, omd, rows)
 
 
 def detection_knots(nodes: np.ndarray) -> np.ndarray:
@@ -239,14 +194,6 @@ def erasable(knots: np.ndarray) -> np.ndarray:
     return near <= ISOLATED_GAPS * np.median(gaps)
 
 
-def locator_scores(A: np.ndarray, G: np.ndarray):
-    """(s, loo): the locator's scores s_i = min(loo_i, agreement_i) and the
-    leave-one-out scores loo_i of the answers whose Gram matrix is G (node
-    order), A their LOO operator (DetectionSplines.loo_operator)."""
-    loo = gram_scores(A, G)
-    return np.minimum(loo, neighbour_scores(G)), loo
-
-
 def round_statistic(s: np.ndarray, loo: np.ndarray) -> float:
     """The clean-round statistic max_i s_i / median_i loo_i (0 when every
     score is 0, inf when only the median is): free of the outputs' scale,
@@ -254,24 +201,22 @@ def round_statistic(s: np.ndarray, loo: np.ndarray) -> float:
     space, so one threshold serves any f of the same smoothness."""
     top = float(s.max())
     n = loo.shape[0]
-    k = n // 2                      # the median, as np.median takes it (a third of its time)
-    if n % 2:
-        med = float(np.partition(loo, k)[k])
-    else:
-        part = np.partition(loo, (k - 1, k))
-        med = float((part[k - 1] + part[k]) / 2.0)
+    k = n // 2                      # the median, as np.median takes it (a quarter of its time)
+    srt = np.sort(loo)              # (NaN last, as np.median's partition puts it)
+    med = float(srt[k]) if n % 2 else float((srt[k - 1] + srt[k]) / 2.0)
     if top <= 0.0:
         return 0.0
     return top / med if med > 0.0 else np.inf
 
 
 def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSplines,
-                  flag_threshold=None, G=None, knots=None, ratio=None, report=None) -> np.ndarray:
-    """Positions (into the ascending `nodes` / rows of Y (n, m) float64) of the
-    workers the spline locator erases, in the order erased (at most
-    min(E, n - 3)). One pass over Y (its Gram matrix Y Y^T, or `G` when
-    given; `knots`: detection_knots(nodes) when precomputed); every step
-    after is on (n, n) matrices.
+                  flag_threshold=None, knots=None, ratio=None, report=None, rows=None) -> np.ndarray:
+    """Positions (into the ascending `nodes`) of the workers the spline
+    locator erases, in the order erased (at most min(E, n - 3)). Y: the
+    answers, a 2-D C-contiguous float32/float64 (answers, m) array whose row
+    rows[i] is the answer of nodes[i] (rows None: row i); `knots`:
+    detection_knots(nodes) when precomputed. Each step is one compiled pass
+    over the answers still kept (locator_scores).
 
     Each step erases the top-scored answer only while the round statistic
     (round_statistic) exceeds a threshold: ``ratio`` (a number, or a
@@ -287,17 +232,16 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     if ratio is None and flag_threshold is not None:
         ratio = flag_threshold * flag_threshold
     t = detection_knots(nodes) if knots is None else knots
-    if G is None:
-        G = Y @ Y.T
     keep = np.arange(n)
-    erased = []
+    rows_k = rows
+    erased: list = []
     for _ in range(steps):
-        A = splines.loo_operator(t[keep] if erased else t)
-        Gk = G[keep][:, keep] if erased else G
-        s, loo = locator_scores(A, Gk)
+        tk = t[keep] if erased else t
+        plan, omd, _, not_erasable = splines.get(tk)
+        s, loo = _core.locator_scores(plan, Y, omd, rows_k)
         if ratio is not None:
-            s = np.where(erasable(t[keep]), s, 0.0)
-        i = int(np.argmax(s))
+            s[not_erasable] = 0.0
+        i = int(s.argmax())
         if ratio is not None:
             r = ratio(keep.size) if callable(ratio) else ratio
             stat = round_statistic(s, loo)
@@ -308,6 +252,7 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
             break
         erased.append(int(keep[i]))
         keep = np.concatenate((keep[:i], keep[i + 1:]))
+        rows_k = keep if rows is None else np.asarray(rows)[keep]
     return np.array(erased, dtype=np.int64)
 
 

@@ -1,0 +1,61 @@
+// The spline locator's one pass over the answers (letcc.codes.robust): the
+// scores of locator.hpp for n answers (any n rows of a row-major (rows x m)
+// array, in knot order) from the detection spline's Reinsch factors, in
+// O(n m), over column tiles and threads. No Python here: csrc/bindings.cpp
+// converts arrays, releases the GIL and calls locator_scores; the C++ tests
+// (csrc/test/) call it directly.
+//
+// Deterministic: each tile's sums are formed in a fixed order (locator_kernel.hpp)
+// and the tiles' sums added in tile order on the calling thread, and the tiles
+// depend only on (n, m, the element type): the same scores bit for bit
+// whatever the thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "../dispatch.hpp"
+#include "../locator.hpp"
+#include "../plan.hpp"
+#include "parallel.hpp"
+
+namespace letcc {
+namespace driver {
+
+// sums (locator_sums_size(n)) of the rows rows[0 .. n) of m elements each,
+// for the spline whose factor and tables are f, p (n knots).
+template <class T>
+void locator_sums(const ReinschFactor& f, const PlanTables& p, const T* const* rows, std::size_t m, int threads,
+                  double* sums) {
+    const std::int64_t n = p.n;
+    const std::size_t ns = locator_sums_size(n);
+    for (std::size_t i = 0; i < ns; ++i) sums[i] = 0.0;
+    if (m == 0 || n < 2) return;
+    const LocatorCoeffs c = locator_coeffs(f);
+    const std::size_t tw = tile_width(n, sizeof(T), m);
+    const std::size_t ntiles = (m + tw - 1) / tw;
+    std::vector<double> part(ntiles * ns);
+    for_each_tile(m, tw, m * static_cast<std::size_t>(n), threads, [&](std::size_t c0, std::size_t w) {
+        double* buf = tls_scratch<double>(locator_buffer_size(n, w));
+        // each thread runs a contiguous stretch of tiles (thread_pool.hpp):
+        // its next tile is the adjacent one
+        locator_tile(p, c, rows, c0, w, buf, part.data() + (c0 / tw) * ns, c0 + 2 * tw <= m ? tw : 0);
+    });
+    for (std::size_t t = 0; t < ntiles; ++t)
+        for (std::size_t i = 0; i < ns; ++i) sums[i] += part[t * ns + i];
+}
+
+// s and loo (n each) of the rows rows[0 .. n): locator.hpp's scores, omd
+// (n) = 1 - H_ii of the detection spline.
+template <class T>
+void locator_scores(const ReinschFactor& f, const PlanTables& p, const T* const* rows, std::size_t m,
+                    const double* omd, int threads, double* s, double* loo) {
+    const std::size_t n = static_cast<std::size_t>(p.n);
+    std::vector<double> sums(locator_sums_size(p.n));
+    locator_sums<T>(f, p, rows, m, threads, sums.data());
+    locator_scores_from_sums(n, sums.data(), omd, s, loo);
+}
+
+}  // namespace driver
+}  // namespace letcc

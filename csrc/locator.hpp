@@ -1,0 +1,102 @@
+// The spline locator's scores (LeTCC's robust decoder, letcc.codes.robust):
+// what the one pass over the answers adds up (locator_kernel.hpp, per column
+// tile; driver/locator.hpp over tiles and threads) and the scores made from
+// those sums, the formula's one home:
+//
+//   loo_i  = rss_i / (1 - H_ii)^2          the leave-one-out residual, exact
+//                                          for a smoothing spline (H: its hat
+//                                          matrix at the knots, rss_i = ||y_i - (H y)_i||^2)
+//   nn_i   = min ||y_i - y_k||^2 over the 2 nearest answers k on either side
+//   side_i = min over the two sides with 2 answers of the larger
+//            ||y_i - y_k||^2 of that side's 2 answers (no such side: 0)
+//   s_i    = min(loo_i, max(nn_i, kSideWeight * side_i))
+//
+// (why each part: robust.py's module docstring). min and max propagate NaN
+// as numpy's minimum and maximum do, so a NaN answer gives the scores the
+// numpy formulas gave.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "plan.hpp"
+#include "reinsch.hpp"
+
+namespace letcc {
+
+// weight of the one-side test: (1/2)^2, the farther answer of a side may lie
+// twice as far as the nearest (the one value tried: robust.py's docstring).
+// The 2 answers on either side are the kernel's d1, d2.
+constexpr double kSideWeight = 0.25;
+
+// The per-knot coefficients of the residual besides the Reinsch factors:
+// r_i = y_i - g_i = ra[i] gamma_{i-1} + rb[i] gamma_i + rc[i] gamma_{i+1}
+// (lam / w_i times row i of Q: 1/h_{i-1}, -(1/h_{i-1} + 1/h_i), 1/h_i).
+struct LocatorCoeffs {
+    std::vector<double> ra, rb, rc;   // size n
+};
+
+inline LocatorCoeffs locator_coeffs(const ReinschFactor& f) {
+    const std::size_t n = f.n;
+    LocatorCoeffs c;
+    c.ra.assign(n, 0.0);
+    c.rb.assign(n, 0.0);
+    c.rc.assign(n, 0.0);
+    for (std::size_t i = 0; i < n && n >= 3; ++i) {
+        const double il = (i >= 1) ? 1.0 / f.h[i - 1] : 0.0;
+        const double ir = (i + 1 < n) ? 1.0 / f.h[i] : 0.0;
+        const double s = f.lam_over_w[i];
+        c.ra[i] = s * il;
+        c.rb[i] = -s * (il + ir);
+        c.rc[i] = s * ir;
+    }
+    return c;
+}
+
+// Doubles of scratch a tile of tw columns needs (the gamma rows, plan.hpp's
+// layout with rows tw apart).
+inline std::size_t locator_buffer_size(std::int64_t n, std::size_t tw) { return gamma_rows(n) * tw; }
+
+// What one pass adds up: rss (n), d1 (n - 1), d2 (n - 2) packed as
+// sums[i], sums[n + i], sums[2 n + i] (d1[i] = ||y_i - y_{i+1}||^2,
+// d2[i] = ||y_i - y_{i+2}||^2).
+inline std::size_t locator_sums_size(std::int64_t n) { return 3 * static_cast<std::size_t>(n); }
+
+namespace locator_detail {
+inline double np_min(double a, double b) { return std::isnan(a) ? a : std::isnan(b) ? b : (b < a ? b : a); }
+inline double np_max(double a, double b) { return std::isnan(a) ? a : std::isnan(b) ? b : (b > a ? b : a); }
+}  // namespace locator_detail
+
+// s and loo (n each) from a pass's sums and 1 - H_ii (omd, n).
+inline void locator_scores_from_sums(std::size_t n, const double* sums, const double* omd, double* s, double* loo) {
+    using locator_detail::np_max;
+    using locator_detail::np_min;
+    const double inf = std::numeric_limits<double>::infinity();
+    const double* rss = sums;
+    const double* d1 = sums + n;
+    const double* d2 = sums + 2 * n;
+    for (std::size_t i = 0; i < n; ++i) {
+        loo[i] = np_max(rss[i] / (omd[i] * omd[i]), 0.0);
+        double left = inf, right = inf, lside = inf, rside = inf;
+        if (i >= 1) left = d1[i - 1];
+        if (i + 2 <= n) right = d1[i];
+        if (i >= 2) {
+            left = np_min(left, d2[i - 2]);
+            lside = np_max(d1[i - 1], d2[i - 2]);
+        }
+        if (i + 3 <= n) {
+            right = np_min(right, d2[i]);
+            rside = np_max(d1[i], d2[i]);
+        }
+        const double nn = np_min(left, right);
+        double side = np_min(rside, lside);
+        if (std::isinf(side)) side = 0.0;
+        const double agree = np_max(np_max(nn, kSideWeight * side), 0.0);
+        s[i] = np_min(loo[i], agree);
+    }
+}
+
+}  // namespace letcc

@@ -1,0 +1,256 @@
+// The spline locator's column-tile kernel (letcc.codes.robust): for the
+// answers y_0 .. y_{n-1} (rows of the caller's array, any rows in any order,
+// through row pointers) and columns [c0, c0 + tw), in one pass over the tile:
+//
+//   rss[i] = sum_j r_ij^2, r = y - g the residual of the smoothing spline
+//            fitted at the knots (g = H y), formed as lam W^-1 Q gamma from the
+//            spline's second derivatives (as driver::gcv does: no cancellation
+//            of y - g where the spline follows y closely);
+//   d1[i]  = sum_j (y_ij - y_{i+1,j})^2,  d2[i] = sum_j (y_ij - y_{i+2,j})^2.
+//
+// The Reinsch forward substitution (fused with Q^T y) computes d1, d2 of the
+// rows it reads; the back substitution computes each knot's residual as soon
+// as the three gamma rows it needs are final, while they are in registers.
+// float64 arithmetic for both storage types (float32 rows are widened
+// exactly). The sums over the tile's columns run in W fixed lanes (column j
+// into lane j mod W, the lanes added in a fixed order at the end): the same
+// result whatever the thread that runs the tile, and vectorised without
+// reassociation. Compiled per instruction set by dispatch.cpp with W the
+// register's width (the GCC/Clang vector extension: W = 8 on AVX-512, 4 on
+// AVX2, 2 baseline; the sums' order, and so their last bits, differ between
+// builds, never between runs).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "locator.hpp"
+#include "plan.hpp"
+
+#if defined(__GNUC__)
+#define LETCC_LOC_INLINE inline __attribute__((always_inline))
+#else
+#define LETCC_LOC_INLINE inline
+#endif
+
+namespace letcc {
+
+namespace kernels {
+
+// Vectors of W float64 lanes: W = 8, 4, 2 fill one AVX-512, AVX2 or SSE2
+// register (dispatch.cpp picks W with the instruction set: a vector wider
+// than the build's registers is split by GCC into slow pieces).
+template <int W>
+struct LocVec;
+#if defined(__GNUC__)
+template <>
+struct LocVec<8> {
+    typedef double V __attribute__((vector_size(64)));
+    typedef float F __attribute__((vector_size(32)));
+};
+template <>
+struct LocVec<4> {
+    typedef double V __attribute__((vector_size(32)));
+    typedef float F __attribute__((vector_size(16)));
+};
+template <>
+struct LocVec<2> {
+    typedef double V __attribute__((vector_size(16)));
+    typedef float F __attribute__((vector_size(8)));
+};
+
+template <int W>
+LETCC_LOC_INLINE typename LocVec<W>::V loc_load(const double* p) {
+    typename LocVec<W>::V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+template <int W>
+LETCC_LOC_INLINE typename LocVec<W>::V loc_load(const float* p) {
+    typename LocVec<W>::F f;
+    std::memcpy(&f, p, sizeof f);
+    return __builtin_convertvector(f, typename LocVec<W>::V);
+}
+template <int W>
+LETCC_LOC_INLINE typename LocVec<W>::V loc_set1(double x) {
+    const typename LocVec<W>::V zero = {};
+    return zero + x;
+}
+#else
+// Other compilers: the same W lanes, lane by lane (the same sums).
+template <int W>
+struct LocLanes {
+    double v[W];
+    LocLanes operator+(LocLanes b) const { for (int t = 0; t < W; ++t) b.v[t] = v[t] + b.v[t]; return b; }
+    LocLanes operator-(LocLanes b) const { for (int t = 0; t < W; ++t) b.v[t] = v[t] - b.v[t]; return b; }
+    LocLanes operator*(LocLanes b) const { for (int t = 0; t < W; ++t) b.v[t] = v[t] * b.v[t]; return b; }
+    LocLanes& operator+=(LocLanes b) { return *this = *this + b; }
+};
+template <int W>
+struct LocVec {
+    typedef LocLanes<W> V;
+};
+template <int W, class T>
+inline LocLanes<W> loc_load(const T* p) {
+    LocLanes<W> r;
+    for (int t = 0; t < W; ++t) r.v[t] = static_cast<double>(p[t]);
+    return r;
+}
+template <int W>
+inline LocLanes<W> loc_set1(double x) {
+    LocLanes<W> r;
+    for (double& e : r.v) e = x;
+    return r;
+}
+#endif
+template <int W>
+LETCC_LOC_INLINE void loc_store(double* p, typename LocVec<W>::V v) { std::memcpy(p, &v, sizeof v); }
+
+// The lanes' sum in a fixed order (adjacent pairs, then pairs of pairs),
+// plus the tail's columns (column full + t in lane t).
+template <int W>
+LETCC_LOC_INLINE double loc_sum(typename LocVec<W>::V a, const double* tail) {
+    double l[W];
+    std::memcpy(l, &a, sizeof l);
+    for (int t = 0; t < W; ++t) l[t] += tail[t];
+    for (int s = 1; s < W; s *= 2)
+        for (int i = 0; i + s < W; i += 2 * s) l[i] += l[i + s];
+    return l[0];
+}
+
+template <class T, int W>
+LETCC_LOC_INLINE void locator_tile(const PlanTables& p, const LocatorCoeffs& rc_, const T* const* rows,
+                                   std::size_t c0, std::size_t tw, double* buf, double* sums,
+                                   std::size_t prefetch_cols = 0) {
+    const std::int64_t n = p.n;
+    const std::size_t nn = static_cast<std::size_t>(n);
+    using V = typename LocVec<W>::V;
+    const std::size_t full = tw / W * W;
+    double* rss = sums;
+    double* d1 = sums + nn;
+    double* d2 = sums + 2 * nn;
+    for (std::size_t i = 0; i < locator_sums_size(n); ++i) sums[i] = 0.0;
+    if (n < 2) return;
+
+    // d1 of the last pair (the forward substitution covers pairs 0 .. n - 3)
+    {
+        const T* a = rows[n - 2] + c0;
+        const T* b = rows[n - 1] + c0;
+        V acc = loc_set1<W>(0.0);
+        for (std::size_t j = 0; j < full; j += W) {
+            const V e = loc_load<W>(a + j) - loc_load<W>(b + j);
+            acc += e * e;
+        }
+        double tail[W] = {0};
+        for (std::size_t j = full; j < tw; ++j) {
+            const double e = static_cast<double>(a[j]) - static_cast<double>(b[j]);
+            tail[j - full] += e * e;
+        }
+        d1[n - 2] = loc_sum<W>(acc, tail);
+    }
+    if (n < 3) return;      // n = 2: the line through both points, no residual
+
+    const std::size_t grows = gamma_rows(n);
+    for (std::size_t r = 0; r < grows; ++r)
+        if (r <= 1 || r >= nn) std::memset(buf + r * tw, 0, tw * sizeof(double));
+
+    // forward substitution fused with Q^T y; d1[i - 1], d2[i - 1] from its rows
+    for (std::int64_t i = 1; i + 1 < n; ++i) {
+        const T* ym = rows[i - 1] + c0;
+        const T* y0 = rows[i] + c0;
+        const T* yp = rows[i + 1] + c0;
+        double* z = buf + static_cast<std::size_t>(i + 1) * tw;
+        const double* z1 = z - tw;
+        const double* z2 = z - 2 * tw;
+        const double qa = p.qa[i], qb = p.qb[i], qc = p.qc[i], l1 = p.l1[i], l2 = p.l2[i];
+#if defined(__GNUC__)
+        // Rows of a tile are m elements apart: more streams than the hardware
+        // prefetcher follows. Ask for the rows this step reads first of the
+        // tile this thread takes next (prefetch_cols columns on), as
+        // kernels.hpp's forward substitution does.
+        if (prefetch_cols) {
+            for (std::int64_t r = (i == 1 ? 0 : i + 1); r <= i + 1; ++r) {
+                const char* nxt = reinterpret_cast<const char*>(rows[r] + c0 + prefetch_cols);
+                for (std::size_t b0 = 0; b0 < tw * sizeof(T); b0 += 64) __builtin_prefetch(nxt + b0, 0, 1);
+            }
+        }
+#endif
+        const V va = loc_set1<W>(qa), vb = loc_set1<W>(qb), vc = loc_set1<W>(qc), v1 = loc_set1<W>(l1), v2 = loc_set1<W>(l2);
+        V a1 = loc_set1<W>(0.0), a2 = loc_set1<W>(0.0);
+        for (std::size_t j = 0; j < full; j += W) {
+            const V m = loc_load<W>(ym + j), c = loc_load<W>(y0 + j), q = loc_load<W>(yp + j);
+            loc_store<W>(z + j, va * m + vb * c + vc * q - v1 * loc_load<W>(z1 + j) - v2 * loc_load<W>(z2 + j));
+            const V e1 = m - c, e2 = m - q;
+            a1 += e1 * e1;
+            a2 += e2 * e2;
+        }
+        double t1[W] = {0}, t2[W] = {0};
+        for (std::size_t j = full; j < tw; ++j) {
+            const double m = static_cast<double>(ym[j]), c = static_cast<double>(y0[j]),
+                         q = static_cast<double>(yp[j]);
+            z[j] = qa * m + qb * c + qc * q - l1 * z1[j] - l2 * z2[j];
+            t1[j - full] += (m - c) * (m - c);
+            t2[j - full] += (m - q) * (m - q);
+        }
+        d1[i - 1] = loc_sum<W>(a1, t1);
+        d2[i - 1] = loc_sum<W>(a2, t2);
+    }
+
+    // back substitution: gamma at knot i from knots i + 1, i + 2; then knot
+    // i + 1's residual from gamma i .. i + 2, all final
+    for (std::int64_t i = n - 2; i >= 1; --i) {
+        double* g = buf + static_cast<std::size_t>(i + 1) * tw;
+        const double* g1 = g + tw;
+        const double* g2 = g + 2 * tw;
+        const double d = p.inv_d[i], u1 = p.l1[i + 1], u2 = p.l2[i + 2];
+        const std::size_t k = static_cast<std::size_t>(i + 1);
+        const double ra = rc_.ra[k], rb = rc_.rb[k], rcc = rc_.rc[k];
+        const V vd = loc_set1<W>(d), vu1 = loc_set1<W>(u1), vu2 = loc_set1<W>(u2);
+        const V vra = loc_set1<W>(ra), vrb = loc_set1<W>(rb), vrc = loc_set1<W>(rcc);
+        V acc = loc_set1<W>(0.0);
+        for (std::size_t j = 0; j < full; j += W) {
+            const V h1 = loc_load<W>(g1 + j), h2 = loc_load<W>(g2 + j);
+            const V h0 = loc_load<W>(g + j) * vd - vu1 * h1 - vu2 * h2;
+            loc_store<W>(g + j, h0);
+            const V r = vra * h0 + vrb * h1 + vrc * h2;
+            acc += r * r;
+        }
+        double t[W] = {0};
+        for (std::size_t j = full; j < tw; ++j) {
+            const double h1 = g1[j], h2 = g2[j];
+            const double h0 = g[j] * d - u1 * h1 - u2 * h2;
+            g[j] = h0;
+            const double r = ra * h0 + rb * h1 + rcc * h2;
+            t[j - full] += r * r;
+        }
+        rss[k] = loc_sum<W>(acc, t);
+    }
+
+    // knots 1 and 0 (gamma at knot 0 is zero: the natural end)
+    {
+        const double* g1 = buf + 2 * tw;      // knot 1
+        const double* g2 = buf + 3 * tw;      // knot 2 (zero row when n = 3)
+        const double rb1 = rc_.rb[1], rc1 = rc_.rc[1], rc0 = rc_.rc[0];
+        const V vb1 = loc_set1<W>(rb1), vc1 = loc_set1<W>(rc1), vc0 = loc_set1<W>(rc0);
+        V a0 = loc_set1<W>(0.0), a1 = loc_set1<W>(0.0);
+        for (std::size_t j = 0; j < full; j += W) {
+            const V h1 = loc_load<W>(g1 + j), h2 = loc_load<W>(g2 + j);
+            const V r1 = vb1 * h1 + vc1 * h2, r0 = vc0 * h1;
+            a1 += r1 * r1;
+            a0 += r0 * r0;
+        }
+        double t0[W] = {0}, t1[W] = {0};
+        for (std::size_t j = full; j < tw; ++j) {
+            const double r1 = rb1 * g1[j] + rc1 * g2[j], r0 = rc0 * g1[j];
+            t1[j - full] += r1 * r1;
+            t0[j - full] += r0 * r0;
+        }
+        rss[1] = loc_sum<W>(a1, t1);
+        rss[0] = loc_sum<W>(a0, t0);
+    }
+}
+
+}  // namespace kernels
+}  // namespace letcc
