@@ -6,7 +6,8 @@ process, and writes one table with both sides and their ratios:
 
 - the machinery round (letcc.bench.runtime_overhead.machinery_row): the local
   backend, LeTCC(N/2, N), N/4 virtual stragglers, 8-float inputs and a trivial
-  model, N in {4, 16, 64}: round wall (median, p99) and CPU per round;
+  model, N in {4, 16, 64}: round wall (median, p99) and CPU per round; and the
+  same round at N = 16 with no straggler model (runtime_overhead.plain_row);
 - idle CPU of 16 workers waiting for work (runtime_overhead.spin_row, no spin);
 - CodedServer's master CPU per request (letcc.bench.serving_overhead.run_row,
   LeTCC(8, 16), full rounds of 4 and of 1 group, partial rounds of 1 request).
@@ -59,6 +60,7 @@ def child(what: str, rounds: int, requests: int, partial_requests: int) -> dict:
     if what == "machinery":
         rt = _load("runtime_overhead")
         out["rows"] = [rt.machinery_row(N, rounds) for N in MACHINERY_N]
+        out["plain"] = rt.plain_row(16, rounds)
         out["idle"] = rt.spin_row(16, 0, 100, rt.IDLE_S)["idle_pct"]
     else:
         so = _load("serving_overhead")
@@ -129,6 +131,11 @@ def write(got, sides, args) -> Path:
             a = _median([r["rows"][i][col] for r in got[this]["machinery"]])
             b = _median([r["rows"][i][col] for r in got[base]["machinery"]])
             rows.append([f"machinery N = {N}", label, f"{b:.3f}", f"{a:.3f}", f"{b / a:.2f}x" if a else "-"])
+    for col, label in (("median", "round wall median (ms)"), ("p99", "round wall p99 (ms)"),
+                       ("cpu_master", "master CPU per round (ms)")):
+        a = _median([r["plain"][col] for r in got[this]["machinery"]])
+        b = _median([r["plain"][col] for r in got[base]["machinery"]])
+        rows.append(["no stragglers N = 16", label, f"{b:.3f}", f"{a:.3f}", f"{b / a:.2f}x" if a else "-"])
     a = _median([r["idle"] for r in got[this]["machinery"]])
     b = _median([r["idle"] for r in got[base]["machinery"]])
     rows.append(["16 idle workers", "CPU (% of one core)", f"{b:.2f}%", f"{a:.2f}%", "-"])
@@ -148,6 +155,7 @@ def write(got, sides, args) -> Path:
                 if what == "machinery":
                     vals = ", ".join(f"N={N}: {row['median']:.3f}/{row['p99']:.3f} ms" for N, row in
                                      zip(MACHINERY_N, r["rows"]))
+                    vals += f", no stragglers N=16: {r['plain']['median']:.3f}/{r['plain']['p99']:.3f} ms"
                 else:
                     vals = ", ".join(f"{load}: {row['per_request']:.1f} us/req" for load, row in r["rows"].items())
                 runs.append(f"- {name}, {what}, run {k + 1}: {vals}")
@@ -156,7 +164,9 @@ def write(got, sides, args) -> Path:
         f"gives the median over the turns. `{base}`: `{' '.join(sides[base])}`; `this checkout`: "
         f"`{sys.executable}`. Both run this checkout's benchmark code (python/letcc/bench, loaded by path).",
         "Machinery rows: the local backend, LeTCC(N/2, N), N/4 virtual stragglers (FixedCount), 8-float inputs "
-        f"and a trivial model, {args.rounds} rounds after 20 warm-up; CPU from /proc (10 ms ticks). Serving rows: "
+        f"and a trivial model, {args.rounds} rounds after 20 warm-up; master CPU from process_time, workers' from "
+        "/proc (10 ms ticks). 'No stragglers': LeTCC(8, 16) with no straggler model, every worker sent the round "
+        "and all 16 answers awaited (one answering set, its decoder cached: nothing simulated). Serving rows: "
         f"CodedServer, LeTCC(8, 16), a 784 -> 10 linear model, {args.requests} requests per full row (4 callers x "
         f"64 out; B4: up to 4 groups of K per round, B1: one), {args.partial_requests} per partial row (one "
         "caller, one request out: each round carries 1 request padded to K, leaving 2 ms after it).",

@@ -465,6 +465,27 @@ def machinery_row(N, rounds):
                 bare_workers=bare_cpu[1] * 1e3)
 
 
+def plain_row(N, rounds):
+    """The trivial round without a straggler model: LeTCC(N/2, N), every worker
+    sent the round and all N answers awaited, the same answering set (and so
+    the same cached decoder) every round: what a round costs when nothing is
+    simulated. Round wall (median, p99, ms) and master CPU per round (ms)."""
+    K = N // 2
+    Xt = np.random.default_rng(1).standard_normal((K, 8)).astype(np.float32)
+    ts = []
+    with letcc.CodedInference(tiny_factory, letcc.LeTCC(K, N), backend="local", seed=0) as ci:
+        for _ in range(20):
+            ci(Xt)
+        c0 = time.process_time()
+        for _ in range(rounds):
+            t = time.perf_counter()
+            ci(Xt)
+            ts.append(time.perf_counter() - t)
+        cpu = (time.process_time() - c0) / rounds
+    med, p99 = stats(ts)
+    return dict(N=N, median=med, p99=p99, cpu_master=cpu * 1e3)
+
+
 def spin_row(N, spin_us, rounds, idle_s):
     """The machinery row's round at N with LETCC_WORKER_SPIN_US = spin_us (read
     when the workers start), then the CPU the N workers burn while
