@@ -126,8 +126,8 @@ class RoundEngine:
             waiter.result(j, ev.t - rnd.t0)
         elif kind == "answers":         # several at once (letcc.runtime.backend)
             t0 = rnd.t0
-            js, ts = ev.payload
-            waiter.results(js, [t - t0 for t in ts])
+            for j, t in zip(*ev.payload):
+                waiter.result(j, t - t0)
         elif kind == "error":
             waiter.fail(j, "raised")
             rnd.raised[j] = ev.payload[0]

@@ -108,41 +108,6 @@ class RoundWaiter:
         bisect.insort(self._order, (v, j))
         return True
 
-    def results(self, js, elapsed) -> int:
-        """result(j, e) for each pair of ``js`` and ``elapsed`` in turn, in one
-        call (a batch of answers: letcc.runtime.backend's "answers" event);
-        how many count. The same state as the calls one by one."""
-        pending, dl, real, arrived = self.pending, self._dlist, self.real, self.arrived
-        hget, inf = self.hang_at.get, math.inf
-        dmin, hmin = self._dmin, self._hmin
-        new = []
-        for j, e in zip(js, elapsed):
-            real[j] = e
-            if j not in pending:
-                continue
-            pending.discard(j)
-            d = dl[j]
-            if dmin is not None and d <= dmin:          # _leave's bookkeeping, inline
-                if d == dmin and self._dmin_n > 1:
-                    self._dmin_n -= 1
-                else:
-                    dmin = None
-            h = hget(j, inf)
-            if hmin is not None and h <= hmin:
-                if h == hmin and self._hmin_n > 1:
-                    self._hmin_n -= 1
-                else:
-                    hmin = None
-            v = e + d
-            arrived[j] = v
-            new.append((v, j))
-        self._dmin, self._hmin = dmin, hmin
-        if new:
-            order = self._order
-            order.extend(new)
-            order.sort()
-        return len(new)
-
     def fail(self, j: int, reason: str) -> None:
         """Worker j will not answer this round (crashed, raised, hung)."""
         if j in self.pending:
