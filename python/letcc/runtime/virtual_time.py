@@ -87,7 +87,6 @@ class RoundWaiter:
         # times per event, pending only changes in _leave()
         self._dmin: float | None = None
         self._hmin: float | None = None
-        self._dmin_n = self._hmin_n = 0         # pending workers holding each minimum
         # is_complete is monotone: if all workers still in the race cannot complete, no subset
         # can; may_complete: that answer for these pending workers, known to the caller
         if may_complete is None:
@@ -110,32 +109,21 @@ class RoundWaiter:
 
     def fail(self, j: int, reason: str) -> None:
         """Worker j will not answer this round (crashed, raised, hung)."""
-        if j in self.pending:
-            self._leave(j)
-            if self._may_complete:
+        if j in self.pending or j not in self.arrived:
+            if j in self.pending and self._may_complete:
+                self.pending.discard(j)
                 self._may_complete = self._holds("complete", sorted(self.pending | set(self.arrived)))
-            self.failed.setdefault(j, reason)
-        elif j not in self.arrived:
+            self._leave(j)
             self.failed.setdefault(j, reason)
 
     def _leave(self, j: int) -> None:
-        """Pending worker j is no longer pending: the minima cached over the
-        pending set drop j (forgotten only when j was the last worker holding
-        the minimum: usually every worker has the same delay and hang limit,
-        and one leaving changes neither)."""
+        """Worker j is no longer pending: forget the minima cached over the pending
+        set that j may have held (a larger value leaves the minimum as it was)."""
         self.pending.discard(j)
-        d = self._dlist[j]
-        if self._dmin is not None and d <= self._dmin:
-            if d == self._dmin and self._dmin_n > 1:
-                self._dmin_n -= 1
-            else:
-                self._dmin = None
-        h = self.hang_at.get(j, math.inf)
-        if self._hmin is not None and h <= self._hmin:
-            if h == self._hmin and self._hmin_n > 1:
-                self._hmin_n -= 1
-            else:
-                self._hmin = None
+        if self._dmin is not None and self._dlist[j] <= self._dmin:
+            self._dmin = None
+        if self._hmin is not None and self.hang_at.get(j, math.inf) <= self._hmin:
+            self._hmin = None
 
     def answers_needed(self) -> int:
         """At least how many more answers decide() needs before it can end the
@@ -151,9 +139,7 @@ class RoundWaiter:
 
     def _min_pending_delay(self) -> float:
         if self._dmin is None:
-            vals = [self._dlist[j] for j in self.pending]
-            self._dmin = m = float(min(vals, default=math.inf))
-            self._dmin_n = vals.count(m)
+            self._dmin = float(min((self._dlist[j] for j in self.pending), default=math.inf))
         return self._dmin
 
     def horizon(self, elapsed: float) -> float:
@@ -255,10 +241,7 @@ class RoundWaiter:
 
     def _min_pending_hang(self) -> float:
         if self._hmin is None:
-            get, inf = self.hang_at.get, math.inf
-            vals = [get(j, inf) for j in self.pending]
-            self._hmin = m = min(vals, default=inf)
-            self._hmin_n = vals.count(m)
+            self._hmin = min((self.hang_at.get(j, math.inf) for j in self.pending), default=math.inf)
         return self._hmin
 
     def hung(self, elapsed: float) -> list[int]:
