@@ -163,13 +163,12 @@ def diagnostics(name, code, out, sets, classifier):
     for avail in sets:
         av = np.sort(avail)
         t = detection_knots(code.beta[av])
-        ok = ds.get(t)[2]                                    # the answers the decoder's test looks at
         for b in range(out.shape[1]):
             Y = out[av, b]
             for Yr, store in ((Y, honest), (RelabelClasses(1).corrupt(Y, av, rng)[0], relab)):
                 Z = to_log(Yr) if classifier else Yr
-                s, loo = locator_scores(ds, t, np.ascontiguousarray(Z.reshape(Z.shape[0], -1), dtype=np.float64))
-                s = np.where(ok, s, 0.0)
+                s, loo = locator_scores(ds, t, np.ascontiguousarray(Z.reshape(Z.shape[0], -1), dtype=np.float64),
+                                        tested=True)                 # the scores the decoder's test looks at
                 store.append(round_statistic(s, loo))
                 if store is relab:
                     top_is_adv.append(not np.array_equal(Yr[np.argmax(s)], Y[np.argmax(s)]))

@@ -135,11 +135,9 @@ def calibrate(encoder, beta: np.ndarray, K: int, n: int, space: str, false_alarm
             break
         avail = np.sort(rng.choice(N, n, replace=False))
         t = knots[avail]
-        ok = splines.get(t)[2]                                              # as spline_locate's test
         Os = np.ascontiguousarray(O[avail, lo:hi].transpose(1, 0, 2))       # (r, n, m)
         for r in range(hi - lo):
-            s, loo = locator_scores(splines, t, Os[r])
-            s[~ok] = 0.0
+            s, loo = locator_scores(splines, t, Os[r], tested=True)         # as spline_locate's test
             stats[lo + r] = round_statistic(s, loo)
     return float(np.quantile(stats, 1.0 - false_alarm, method="higher"))
 

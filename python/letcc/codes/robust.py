@@ -137,9 +137,9 @@ class DetectionSplines:
         self._cache = PlanCache(maxsize)
 
     def get(self, knots: np.ndarray):
-        """(plan, one_minus_diag, erasable, not erasable) for the ascending
-        `knots`: plan a letcc._core.Plan (for locator_scores), the others
-        (n,) read-only."""
+        """(plan, one_minus_diag, not_erasable) for the ascending `knots`:
+        plan a letcc._core.Plan (for locator_scores), the others (n,)
+        read-only (not_erasable: ~erasable(knots))."""
         return self._cache.get(knots.tobytes(), lambda: _detection_spline(knots))
 
 
@@ -147,20 +147,24 @@ def _detection_spline(knots: np.ndarray):
     lam = DETECTION_LAM_FACTOR * lam_scale(knots, np.ones(knots.shape[0]))
     plan = SplineSmoother(knots, knots, lam=lam, method="banded")
     one_minus_diag = 1.0 - np.diag(plan.matrix())
-    ok = erasable(knots)
-    not_ok = ~ok
-    one_minus_diag.flags.writeable = ok.flags.writeable = not_ok.flags.writeable = False
-    return plan._plan, one_minus_diag, ok, not_ok
+    not_ok = ~erasable(knots)
+    one_minus_diag.flags.writeable = not_ok.flags.writeable = False
+    return plan._plan, one_minus_diag, not_ok
 
 
-def locator_scores(splines: DetectionSplines, knots: np.ndarray, Y: np.ndarray, rows=None):
+def locator_scores(splines: DetectionSplines, knots: np.ndarray, Y: np.ndarray, rows=None, tested: bool = False):
     """(s, loo), each (n,) float64: the locator's scores s_i = min(loo_i,
     agreement_i) and the leave-one-out scores loo_i (the module docstring)
     of the answers at the ascending detection `knots` (n), in one compiled
     pass: row rows[i] of Y (2-D C-contiguous float32/float64 (answers, m))
-    is the answer at knots[i] (rows None: Y has n rows, in knot order)."""
-    plan, omd = splines.get(knots)[:2]
-    return _core.locator_scores(plan, Y, omd, rows)
+    is the answer at knots[i] (rows None: Y has n rows, in knot order).
+    tested: the scores a test looks at, 0 where an answer may not be erased
+    (``erasable``)."""
+    plan, omd, not_erasable = splines.get(knots)
+    s, loo = _core.locator_scores(plan, Y, omd, rows)
+    if tested:
+        s[not_erasable] = 0.0
+    return s, loo
 
 
 def detection_knots(nodes: np.ndarray) -> np.ndarray:
@@ -237,10 +241,7 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     erased: list = []
     for _ in range(steps):
         tk = t[keep] if erased else t
-        plan, omd, _, not_erasable = splines.get(tk)
-        s, loo = _core.locator_scores(plan, Y, omd, rows_k)
-        if ratio is not None:
-            s[not_erasable] = 0.0
+        s, loo = locator_scores(splines, tk, Y, rows_k, tested=ratio is not None)
         i = int(s.argmax())
         if ratio is not None:
             r = ratio(keep.size) if callable(ratio) else ratio

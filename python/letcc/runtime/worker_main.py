@@ -152,7 +152,7 @@ def reset_control(ctl: np.ndarray, ring: int = 1) -> ControlLayout:
 
 
 class _Worker:
-    def __init__(self, rank, conn, bell, ctl_spec, call, ring=1, spin=None):
+    def __init__(self, rank, conn, bell, ctl_spec, call, ring, spin):
         self.rank = rank
         self.conn = conn                # kept open; read and written through its fd
         self.fd = conn.fileno()
@@ -165,7 +165,7 @@ class _Worker:
         self.n = words.n
         self.slot_word = ring * words.n + rank
         self.port = _core.WorkerPort(ctl, words.n, ring, rank, self.bell)
-        self.spin = spin_seconds() if spin is None else float(spin)
+        self.spin = float(spin)
         self.call = call
         self.inp = None
         self.out = None
@@ -379,10 +379,11 @@ def _batch_scheduling() -> None:
 
 
 def worker_main(rank: int, conn, lifeline, bell, ctl_spec, model_factory, device: str, threads: int | None,
-                ring: int = 1, spin: float | None = None) -> None:
+                ring: int, spin: float) -> None:
     """Process entry point: build the model, say ready, serve tasks until stop/EOF.
     spin: seconds an idle worker spins before it sleeps (the master's
-    spin_seconds(); None: read LETCC_WORKER_SPIN_US here)."""
+    spin_seconds(), read there: a forkserver's child sees the environment
+    the forkserver started with)."""
     # Ctrl-C goes to the whole process group: the master handles it and stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     become_worker(rank)

@@ -149,14 +149,8 @@ class WorkerPool:
     def ack_event(self, ev) -> None:
         """The replies of a round event (ev.round >= 0): its worker's, or each of an
         "answers" event's workers (letcc.runtime.backend)."""
-        if ev.kind != "answers":
-            self.ack(ev.worker, ev.round)
-            return
-        r, outstanding = ev.round, self.outstanding
-        for j in ev.payload[0]:
-            queue = outstanding[j]
-            while queue and queue[0][0] <= r:
-                queue.pop(0)
+        for j in (ev.payload[0] if ev.kind == "answers" else (ev.worker,)):
+            self.ack(j, ev.round)
 
     def lost(self, j: int) -> None:
         """Worker j died or was killed: nothing is on its hands any more."""
