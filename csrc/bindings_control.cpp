@@ -13,6 +13,7 @@
 
 #include "control_words.hpp"
 #include "round_counter.hpp"
+#include "wake_timer.hpp"
 
 namespace py = pybind11;
 
@@ -190,4 +191,18 @@ void register_control(py::module_& mod) {
              "The round the master still wants from this worker in ring slot `ring`.")
         .def("release", [](PyPort& p) { p.keep = py::none(); },
              "Drop the reference to the control array (before its memory is unmapped).");
+
+    // The dispatcher's timed wake-up (wake_timer.hpp); Linux only (wake_timer_supported).
+    mod.attr("wake_timer_supported") = WakeTimer::supported();
+    if (WakeTimer::supported())
+        py::class_<WakeTimer>(mod, "WakeTimer",
+                              "A one-shot timer with a file descriptor to poll (csrc/wake_timer.hpp); "
+                              "set from any thread.")
+            .def(py::init<>())
+            .def("fileno", &WakeTimer::fd, "The descriptor, readable once the timer fired (-1: closed).")
+            .def("set", &WakeTimer::set, py::arg("seconds"),
+                 "Fire `seconds` from now (<= 0: at once), replacing an earlier setting.")
+            .def("disarm", &WakeTimer::disarm, "Not armed any more; an expiry not yet read is dropped.")
+            .def("clear", &WakeTimer::clear, "Read the expiry, if any; True when the timer had fired.")
+            .def("close", &WakeTimer::close, "Close the descriptor (idempotent).");
 }

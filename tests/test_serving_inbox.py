@@ -24,13 +24,23 @@ class Bell:
         self.rings += 1
 
 
+class Timer:
+    """The backend's wake_at: every setting, in order."""
+
+    def __init__(self):
+        self.settings: list = []
+
+    def __call__(self, t):
+        self.settings.append(t)
+
+
 def req(t=0.0, deadline=math.inf):
     return Request(np.zeros(2), Future(), t, deadline)
 
 
 def test_put_wakes_only_when_the_rule_says_so():
-    bell = Bell()
-    box = Inbox(100, bell)
+    bell, timer = Bell(), Timer()
+    box = Inbox(100, bell, timer)
     box.put(req())                        # the initial rule: the first request wakes
     assert bell.rings == 1
     box.put(req())                        # spent: the dispatcher takes the whole inbox
@@ -41,24 +51,70 @@ def test_put_wakes_only_when_the_rule_says_so():
     assert box.wake_when(3, 0.5, 10.0)
     box.put(req(t=20.0))                  # 1 in, its batch delay ends at 20.5 > 10
     box.put(req(t=20.0, deadline=30.0))
-    assert bell.rings == 1
+    assert bell.rings == 1 and timer.settings == []
     box.put(req(t=20.0))                  # the third
-    assert bell.rings == 2
+    assert bell.rings == 2 and timer.settings == []
     box.take()
     assert box.wake_when(math.inf, math.inf, 10.0)
+
+
+def test_a_request_due_before_the_planned_wake_up_sets_a_timed_one():
+    """Nothing to do before its deadline or batch delay ends: a timed wake-up
+    then, not a wake-up now; it only moves earlier, and the dispatcher's
+    take() cancels it (the requests are the dispatcher's from then on)."""
+    bell, timer = Bell(), Timer()
+    box = Inbox(100, bell, timer)
+    assert box.wake_when(math.inf, math.inf, 10.0)
     box.put(req(t=0.0, deadline=9.0))     # its deadline comes before the planned wake-up
-    assert bell.rings == 3
-    box.take()
+    assert bell.rings == 0 and timer.settings == [9.0]
+    box.put(req(t=0.0, deadline=9.5))     # after the timed wake-up: nothing
+    box.put(req(t=0.0, deadline=8.0))     # before it: moved
+    assert bell.rings == 0 and timer.settings == [9.0, 8.0]
+    items, _ = box.take()
+    assert len(items) == 3 and timer.settings == [9.0, 8.0, math.inf]
+    box.take()                            # none set: no call
+    assert len(timer.settings) == 3
     assert box.wake_when(math.inf, 1.0, 10.0)
     box.put(req(t=8.5))                   # its batch delay ends at 9.5 < 10
-    assert bell.rings == 4
+    assert bell.rings == 0 and timer.settings[-1] == 9.5
+    box.put(req(t=8.0))                   # 9.0: earlier still
+    assert timer.settings[-1] == 9.0
+    assert not box.wake_when(math.inf, 1.0, 10.0)    # taken first: the rule is spent
+    box.take()
+    assert timer.settings[-1] == math.inf
+    assert box.wake_when(2, 1.0, 10.0)
+    box.put(req(t=1.0))                   # timed: 2.0
+    box.put(req(t=1.5))                   # the count: wakes now
+    assert bell.rings == 1 and timer.settings[-1] == 2.0
+
+
+def test_timed_wake_ups_from_many_threads_end_at_the_earliest():
+    """Set under the inbox's lock: the last setting is the earliest due time,
+    whatever order the callers ran in."""
+    rng = np.random.default_rng()
+    timer = Timer()
+    box = Inbox(10_000, Bell(), timer)
+    assert box.wake_when(math.inf, 0.25, 100.0)
+    times = rng.uniform(0.0, 50.0, size=(8, 200))
+
+    def caller(row):
+        for t in row:
+            box.put(req(t=float(t)))
+
+    threads = [threading.Thread(target=caller, args=(row,)) for row in times]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert timer.settings[-1] == times.min() + 0.25
+    assert timer.settings == sorted(timer.settings, reverse=True)   # only ever earlier
 
 
 def test_a_request_put_while_the_dispatcher_was_busy_keeps_it_awake():
     """Put after take() but before wake_when() woke nobody (the rule was spent):
     wake_when says not to sleep."""
     bell = Bell()
-    box = Inbox(10, bell)
+    box = Inbox(10, bell, Timer())
     box.put(req())
     box.take()
     box.put(req())                        # no ring: spent
@@ -70,7 +126,7 @@ def test_a_request_put_while_the_dispatcher_was_busy_keeps_it_awake():
 
 
 def test_backpressure_counts_and_queue_full():
-    box = Inbox(2, Bell())
+    box = Inbox(2, Bell(), Timer())
     box.put(req())
     box.put(req())
     with pytest.raises(QueueFull, match=r"2 requests are waiting \(max_queue = 2\)"):
@@ -88,11 +144,11 @@ def test_backpressure_counts_and_queue_full():
 
 def test_closed_and_broken_inbox_refuse_with_a_clear_error():
     bell = Bell()
-    box = Inbox(5, bell)
+    box = Inbox(5, bell, Timer())
     box.fail(ValueError("boom"))
     with pytest.raises(RuntimeError, match=r"dispatcher failed: ValueError\('boom'\)"):
         box.put(req())
-    box = Inbox(5, bell)
+    box = Inbox(5, bell, Timer())
     assert box.close(cancel=False) is True and bell.rings == 1
     assert box.close(cancel=True) is False and box.cancel_queued
     with pytest.raises(RuntimeError, match="this CodedServer is closed"):
@@ -102,7 +158,7 @@ def test_closed_and_broken_inbox_refuse_with_a_clear_error():
 
 
 def test_the_first_layout_is_fixed_once_across_threads():
-    box = Inbox(5, Bell())
+    box = Inbox(5, Bell(), Timer())
     seen = []
     threads = [threading.Thread(target=lambda i=i: seen.append(box.fix_layout((i,), np.float32))) for i in range(8)]
     for t in threads:
@@ -113,7 +169,7 @@ def test_the_first_layout_is_fixed_once_across_threads():
 
 
 def test_request_queue_pops_oldest_expires_requeues_and_resolves():
-    box, stats = Inbox(100, Bell()), ServerStats()
+    box, stats = Inbox(100, Bell(), Timer()), ServerStats()
     q = RequestQueue(box, stats)
     reqs = [req(t=float(i), deadline=100.0 + i) for i in range(5)]
     for r in reqs:
@@ -150,7 +206,7 @@ def test_request_queue_pops_oldest_expires_requeues_and_resolves():
 
 
 def test_cancel_all_cancels_every_queued_request():
-    box, stats = Inbox(100, Bell()), ServerStats()
+    box, stats = Inbox(100, Bell(), Timer()), ServerStats()
     q = RequestQueue(box, stats)
     reqs = [req() for _ in range(3)]
     for r in reqs:

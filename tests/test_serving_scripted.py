@@ -10,6 +10,7 @@ submitted, a sleep begun), never for a time to pass.
 """
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -23,6 +24,7 @@ from letcc.serving import CodedServer
 from test_runtime_faults import D, Scripted
 
 WAIT = 120.0
+RETIME = object()                         # ScriptedBackend: wake_at changed the time a poll waits for
 
 
 def f_ref(x):
@@ -43,6 +45,9 @@ class ScriptedBackend(Backend):
         self.submitted: list = []         # (round, workers, b, ring, sleeps before it)
         self.cancelled: list = []
         self.wakes = 0
+        self.timed: list = []             # every wake_at setting, in order
+        self.timer_at = math.inf
+        self.timer_fired = 0
         self.sleeps: list = []            # the timeout of every poll() that found nothing to return
         self.changed = threading.Condition()
         self.inp = self.out = None
@@ -122,23 +127,37 @@ class ScriptedBackend(Backend):
         self.wakes += 1
         self.events.put(None)
 
+    def wake_at(self, t):
+        self._note(self.timed, t)
+        self.timer_at = t
+        self.events.put(RETIME)          # a poll in progress waits on with the new time
+
     def arm(self, answers):
         return False
 
     def poll(self, timeout):
         if self.events.empty():
             self._note(self.sleeps, timeout)
-        try:
-            first = self.events.get(timeout=None if timeout is None else max(timeout, 0.0))
-        except queue.Empty:
-            return []
+        end = math.inf if timeout is None else time.perf_counter() + max(timeout, 0.0)
+        while True:
+            limit = min(end, self.timer_at)
+            left = limit - time.perf_counter()
+            try:
+                first = self.events.get(timeout=None if limit == math.inf else max(left, 0.0))
+            except queue.Empty:
+                if self.timer_at <= time.perf_counter():    # the timer fired (one-shot)
+                    self.timer_at = math.inf
+                    self.timer_fired += 1
+                return []
+            if first is not RETIME:
+                break
         out = [first]
         while True:
             try:
                 out.append(self.events.get_nowait())
             except queue.Empty:
                 break
-        return [ev for ev in out if ev is not None]
+        return [ev for ev in out if ev is not None and ev is not RETIME]
 
     def close(self):
         pass
@@ -219,23 +238,24 @@ def test_submit_wakes_the_dispatcher_only_when_the_request_changes_what_it_does(
             return len(be.sleeps)
 
         n = asleep_after(0, "the dispatcher idle")
-        futs = [s.submit(X[0])]              # the first: its batch delay must be scheduled
-        assert be.wakes == 1
-        n = asleep_after(n, "asleep until the batch delay")
-        assert 1e5 < be.sleeps[-1] <= 1e6
+        assert be.sleeps[-1] is None
+        futs = [s.submit(X[0])]              # the first: a timed wake-up when its batch delay ends
+        assert be.wakes == 0 and len(be.timed) == 1 and 1e6 - 1 < be.timed[0] - time.perf_counter() <= 1e6
         futs += [s.submit(x) for x in X[1:K - 1]]
-        assert be.wakes == 1                 # nothing to do before the batch delay: no wake-up
+        assert be.wakes == 0 and len(be.timed) == 1   # nothing to do before the batch delay: nothing
+        assert len(be.sleeps) == n           # the dispatcher slept on throughout
         futs.append(s.submit(X[K - 1]))      # the K-th: a round can leave
-        assert be.wakes == 2
+        assert be.wakes == 1
         be.wait_for(lambda: len(be.probes) == N, "the round's probe")
         be.reply("probe", 3, be.probes[0][1], (1, 3), "<f8")
         be.wait_for(lambda: len(be.submitted) == 1, "the round submitted")
         r = be.submitted[0][0]
         asleep_after(be.submitted[0][4], "asleep with the round in flight")
+        assert be.timed[-1] == math.inf     # the dispatcher took the requests: the timer cancelled
         extra = s.submit(X[K])               # no ring slot free (one round in flight): no wake-up
-        assert be.wakes == 2
+        assert be.wakes == 1 and len(be.timed) == 2
         late = s.submit(X[K + 1], deadline=1e3)   # its deadline comes before the planned wake-up
-        assert be.wakes == 3
+        assert be.wakes == 1 and len(be.timed) == 3 and 1e3 - 1 < be.timed[-1] - time.perf_counter() <= 1e3
         for j in range(N):
             be.answer(j, r)
         got = np.stack([f.result(WAIT) for f in futs])
@@ -250,3 +270,31 @@ def test_submit_wakes_the_dispatcher_only_when_the_request_changes_what_it_does(
     want = np.asarray(code.decode(Y, np.arange(N))).swapaxes(0, 1).reshape(K, -1)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
     assert all(y.shape == (3,) for y in rest)
+
+
+def test_a_partial_round_leaves_on_the_timed_wake_up_alone(scripted_backend, rng):
+    """One request, nothing else: the dispatcher is never woken by the submit; the
+    timer it set wakes it when max_batch_delay has passed, and the round (1 request
+    padded to K) leaves then, not earlier."""
+    K, N = 4, 8
+    code = letcc.LeTCC(K, N)
+    x = rng.random(D)
+    delay = 0.05
+    with CodedServer(lambda: None, code, max_batch_delay=delay, hang_timeout=1e6, wait_for=N) as s:
+        be = ScriptedBackend.last
+        be.wait_for(lambda: len(be.sleeps) >= 1, "the dispatcher idle")
+        t0 = time.perf_counter()
+        fut = s.submit(x)
+        be.wait_for(lambda: len(be.probes) == N, "the round's probe")
+        assert be.wakes == 0 and be.timer_fired == 1
+        assert time.perf_counter() - t0 >= delay
+        be.reply("probe", 0, be.probes[0][1], (1, 3), "<f8")
+        be.wait_for(lambda: len(be.submitted) == 1, "the round submitted")
+        r = be.submitted[0][0]
+        for j in range(N):
+            be.answer(j, r)
+        got = fut.result(WAIT)
+    coded = np.asarray(code.encode(np.repeat(x[None, None], K, axis=0)))    # padded with x itself
+    Y = np.stack([f_ref(coded[j]) for j in range(N)])
+    want = np.asarray(code.decode(Y, np.arange(N)))[0, 0]
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

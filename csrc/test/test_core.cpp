@@ -20,12 +20,17 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <poll.h>
+#endif
+
 #include "driver/linear_maps.hpp"
 #include "driver/locator.hpp"
 #include "driver/spline_ops.hpp"
 #include "reinsch.hpp"
 #include "control_words.hpp"
 #include "round_counter.hpp"
+#include "wake_timer.hpp"
 
 using namespace letcc;
 
@@ -501,6 +506,56 @@ void test_poster_and_port() {
     CHECK(!port37.done(19), "a done for another round is not counted");
 }
 
+// The wake timer (wake_timer.hpp): readable only after its time, once; set
+// again replaces the time; disarm drops an expiry not yet read.
+void test_wake_timer() {
+#if defined(__linux__)
+    auto readable = [](const WakeTimer& t) {
+        pollfd p{t.fd(), POLLIN, 0};
+        return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+    };
+    auto wait_readable = [](const WakeTimer& t, int ms) {
+        pollfd p{t.fd(), POLLIN, 0};
+        return ::poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+    };
+    WakeTimer t;
+    CHECK(t.fd() >= 0 && !readable(t), "a new timer is not readable");
+    const double t0 = monotonic_seconds();
+    t.set(0.02);
+    CHECK(!readable(t), "not readable before its time");
+    CHECK(wait_readable(t, 2000), "readable after its time");
+    CHECK(monotonic_seconds() - t0 >= 0.02, "not early: %g s", monotonic_seconds() - t0);
+    CHECK(t.clear() && !readable(t), "clear reads the expiry");
+    CHECK(!t.clear(), "nothing more to read");
+    t.set(-1.0);
+    CHECK(wait_readable(t, 2000), "a time in the past fires at once");
+    t.clear();
+    t.set(10.0);
+    t.set(0.001);
+    CHECK(wait_readable(t, 2000), "a second set replaces the first");
+    t.clear();
+    t.set(0.001);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(readable(t), "fired");
+    t.disarm();
+    CHECK(!readable(t), "disarm drops an unread expiry");
+    t.set(0.001);
+    t.disarm();
+    CHECK(!wait_readable(t, 20), "a disarmed timer never fires");
+    t.set(1e300);
+    CHECK(!readable(t), "a far time is clamped, not an overflow");
+    bool threw = false;
+    try {
+        t.set(std::nan(""));
+    } catch (const std::invalid_argument&) {
+        threw = true;
+    }
+    CHECK(threw, "NaN is refused");
+    t.close();
+    CHECK(t.fd() == -1 && !t.clear(), "closed");
+#endif
+}
+
 void test_errors() {
     bool threw = false;
     try {
@@ -552,6 +607,7 @@ int main() {
     test_round_counter();
     test_task_records();
     test_poster_and_port();
+    test_wake_timer();
     test_errors();
     if (failures) {
         std::printf("%d of %ld checks failed (seed %llu)\n", failures, checks, static_cast<unsigned long long>(seed));

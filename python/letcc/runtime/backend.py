@@ -177,6 +177,13 @@ class Backend(ABC):
         """Make a poll() in progress (or the next one) return soon; thread-safe."""
 
     @abstractmethod
+    def wake_at(self, t: float) -> None:
+        """Make a poll() in progress (or the next one) return by perf_counter
+        time ``t``, replacing the previous wake_at (``math.inf``: cancel it);
+        thread-safe. It may return earlier: a backend that cannot time a
+        wake-up wakes at once (the caller then finds it early and sleeps again)."""
+
+    @abstractmethod
     def arm(self, answers: int) -> bool:
         """Let the next poll() sleep until `answers` more workers answered the
         latest round submitted (or anything else happens); True when that many already

@@ -31,6 +31,7 @@ are already out (shm_slots, frames, local_processes, worker_main).
 """
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import select
@@ -110,8 +111,12 @@ class LocalBackend(Backend):
         # wake(): any thread makes a poll() in progress return (a server's submit)
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
         os.set_blocking(self._wake_w.fileno(), False)
+        # wake_at(): the same at a given time, without waking anyone before it
+        # (csrc/wake_timer.hpp; None where there is no timerfd: wake_at wakes at once)
+        self._timer = _core.WakeTimer() if _core.wake_timer_supported else None
+        timer = () if self._timer is None else (self._timer,)
         self._res = Resources(handles=[None] * self.n, lifeline=lifeline_w,
-                              bell=(self._bell_r, self._bell_w, self._wake_r, self._wake_w))
+                              bell=(self._bell_r, self._bell_w, self._wake_r, self._wake_w) + timer)
         self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (control_words(self.n, self.ring),), np.int64)
         self._ctl_view = ctl = self._ctl.view(1).reshape(-1)
         words = reset_control(ctl, self.ring)
@@ -129,6 +134,8 @@ class LocalBackend(Backend):
         self._n_reported = 0             # how many (_answers scans only when the round's counter is past it)
         self._sel.register(self._bell_r, selectors.EVENT_READ, (-1, "bell"))
         self._sel.register(self._wake_r, selectors.EVENT_READ, (-1, "wake"))
+        if self._timer is not None:
+            self._sel.register(self._timer.fileno(), selectors.EVENT_READ, (-1, "timer"))
         self._finalizer = weakref.finalize(self, shutdown, self._res, self._ctl)
         try:
             for j in range(self.n):
@@ -343,6 +350,24 @@ class LocalBackend(Backend):
         except (BlockingIOError, OSError):
             pass                # full (it will wake) or closed
 
+    def wake_at(self, t: float) -> None:
+        """Make a poll() in progress (or the next one) return at perf_counter
+        time ``t`` (inf: cancel), replacing an earlier wake_at; any thread may
+        call it, one at a time. A timerfd in the poll's epoll set: nobody wakes
+        before ``t``. Without one (not Linux), it wakes now."""
+        timer = self._timer
+        if timer is None:
+            if t != math.inf:
+                self.wake()
+            return
+        try:
+            if t == math.inf:
+                timer.disarm()
+            else:
+                timer.set(t - time.perf_counter())
+        except RuntimeError:
+            pass                # closed: nothing is polling any more
+
     def arm(self, answers: int) -> bool:
         """Let poll() sleep until `answers` more workers finish the latest round
         (or a message, a death or the timeout); True when that many already
@@ -411,6 +436,9 @@ class LocalBackend(Backend):
                 continue
             if what == "wake":
                 os.read(self._wake_r.fileno(), 4096)
+                continue
+            if what == "timer":
+                self._timer.clear()
                 continue
             h = self._res.handles[j]
             if h.state == "dead":

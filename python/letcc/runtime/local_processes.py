@@ -27,7 +27,7 @@ class Resources:
 
     handles: list
     lifeline: object = None
-    bell: tuple = ()                 # both ends of the doorbell pipe
+    bell: tuple = ()                 # the master's wake-ups: doorbell and wake pipes (both ends), timer
     poster: object = None            # letcc._core.TaskPoster over the control words
     segments: list = field(default_factory=list)
     closed: bool = False

@@ -25,6 +25,7 @@ connected yet (connect first to use a cluster).
 """
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -254,6 +255,11 @@ class RayBackend(Backend):
         be woken, so a poll waits in slices once wake() has been used)."""
         self._woken = True
         self._wake.set()
+
+    def wake_at(self, t: float) -> None:
+        """(Backend.wake_at) ray.wait cannot be woken at a time: wake now."""
+        if t != math.inf:
+            self.wake()
 
     def poll(self, timeout: float | None) -> list[Event]:
         ray = self._ray

@@ -118,7 +118,7 @@ class Dispatcher:
                                startup_timeout=startup_timeout, report=report, rounds_in_flight=slots + spare,
                                owner="CodedServer")
         self.backend = self.pool.backend
-        self.inbox = Inbox(max_queue, self.backend.wake)
+        self.inbox = Inbox(max_queue, self.backend.wake, self.backend.wake_at)
         self.stats = stats
         self.requests = RequestQueue(self.inbox, stats)
         # task mode asks the engine for round ids and shape messages only (K and N of Uncoded / Hedged)

@@ -5,16 +5,22 @@ dispatcher thread's)::
 
     caller threads                         dispatcher thread
     put(req) -- full? QueueFull            take() -> the whole inbox, cancel flag
-             -- closed/broken? RuntimeError wake_when(count, batch_delay, before)
-             -- the wake rule says so:         before it sleeps: which new request
-                wake() the dispatcher          changes what it would do
+             -- closed/broken? RuntimeError    (a timed wake-up set by put: cancelled)
+             -- the wake rule says so:     wake_when(count, batch_delay, before)
+                wake() the dispatcher,         before it sleeps: which new request
+                or wake_at(its due time)       changes what it would do
     close(cancel) / abort()                dispatched(n) / requeued(n): backpressure
 
 ``put`` wakes the dispatcher only for a request that changes what it would do
 before its planned wake-up: the one that brings the waiting requests to
-``count`` (a round of K can leave, a worker has room), or one whose deadline or
-batch delay ends before the planned wake-up. After a wake, later puts do not
-wake again until the dispatcher states a new rule (it takes the whole inbox).
+``count`` (a round of K can leave, a worker has room) wakes it now; one whose
+deadline or batch delay ends before the planned wake-up sets a timed wake-up
+for then (``wake_at``: the dispatcher sleeps on until that time, where it used
+to wake now only to compute the time and sleep again: one trip round its loop
+less for every round that leaves on its batch delay). After a wake, later puts
+do not wake again until the dispatcher states a new rule (it takes the whole
+inbox); a timed wake-up moves only earlier. The timer is set under the lock,
+so two callers' settings cannot land out of order.
 """
 from __future__ import annotations
 
@@ -41,12 +47,14 @@ class Inbox:
     ----------
     max_queue : requests that may wait undispatched (``waiting``); one more is QueueFull
     wake : callable waking the dispatcher (the backend's ``wake``), thread-safe
+    wake_at : callable(t) waking it at perf_counter time t, replacing the previous
+        setting (inf: cancel; the backend's ``wake_at``), thread-safe
     """
 
-    def __init__(self, max_queue: int, wake):
+    def __init__(self, max_queue: int, wake, wake_at):
         self.lock = threading.Lock()
         self.max_queue = max_queue
-        self._wake = wake
+        self._wake, self._wake_at = wake, wake_at
         self._items: deque = deque()
         self.waiting = 0                 # accepted, not dispatched (backpressure)
         self.accepted = 0                # requests put() accepted (stats()['accepted'])
@@ -62,6 +70,7 @@ class Inbox:
         self._count = 1
         self._before = math.inf
         self._batch_delay = math.inf
+        self._timer_at = math.inf        # the timed wake-up put set (inf: none)
 
     # ---- caller threads ---------------------------------------------------
 
@@ -88,10 +97,14 @@ class Inbox:
             self.waiting += 1
             self.accepted += 1
             self._items.append(req)
-            wake = (len(self._items) >= self._count
-                    or min(req.deadline_at, req.t_submit + self._batch_delay) < self._before)
+            wake = len(self._items) >= self._count
             if wake:                     # the next one needs none: the dispatcher takes the whole inbox
                 self._count, self._before = math.inf, -math.inf
+            else:
+                due = min(req.deadline_at, req.t_submit + self._batch_delay)
+                if due < self._before:   # this one changes the planned wake-up: to its due time
+                    self._before = self._timer_at = due
+                    self._wake_at(due)
         if wake:
             self._wake()
 
@@ -125,6 +138,9 @@ class Inbox:
         """(every request put since the last take, whether queued ones are to be cancelled)."""
         with self.lock:
             items, self._items = self._items, deque()
+            if self._timer_at != math.inf:   # the requests it was for are the dispatcher's now
+                self._timer_at = math.inf
+                self._wake_at(math.inf)
             return items, self.cancel_queued
 
     def wake_when(self, count: float, batch_delay: float, before: float) -> bool:
