@@ -47,6 +47,12 @@
                               the inputs unchanged, but their decode needs a copy
                               of every input and never estimates one), so a
                               caller reads it directly
+    code.last_clean_round     None, or (a code that scores each answer of a decode
+                              with adversaries > 0: LeTCC) after each decode a dict
+                              whose "worker" is the top-scored entry of `available`
+                              (with "statistic" and "threshold"): evidence a runtime
+                              pools over rounds (letcc.runtime.quarantine). None
+                              where the decode scored nothing
 
 `available` holds worker indices 0..N-1 in any order (e.g. arrival order); row
 i of Y is the output of worker available[i].
@@ -73,7 +79,7 @@ PERMUTE_MIN_ROW_ITEMS = 256
 
 # The members a runtime or server reads (the interface above); check_code names the missing one.
 CODE_MEMBERS = ("K", "N", "adversaries", "systematic_workers", "decodes_exactly", "encode", "decode", "can_decode",
-                "is_complete", "waiting_rule")
+                "is_complete", "waiting_rule", "last_clean_round")
 
 
 def check_code(code) -> None:
@@ -103,6 +109,7 @@ class Code(ABC):
     adversaries: int = 0
     systematic_workers: tuple | None = None
     waiting_rule: WaitingRule | None = None
+    last_clean_round: dict | None = None
 
     @abstractmethod
     def encode(self, X: Array, out: Array | None = None, rows: Indices | None = None) -> Array:

@@ -8,8 +8,9 @@ and decodes. See ``letcc.runtime.coded_inference`` for the data flow and
 ``letcc.runtime.backend`` for what a backend must do.
 """
 from letcc.runtime.coded_inference import CodedInference
+from letcc.runtime.quarantine import Quarantine
 from letcc.runtime.round_info import RoundInfo
 from letcc.runtime.virtual_time import Decision, RoundWaiter
 from letcc.runtime.worker_main import worker_rank
 
-__all__ = ["CodedInference", "RoundInfo", "RoundWaiter", "Decision", "worker_rank"]
+__all__ = ["CodedInference", "Quarantine", "RoundInfo", "RoundWaiter", "Decision", "worker_rank"]

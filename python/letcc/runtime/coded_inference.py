@@ -71,6 +71,7 @@ from letcc.codes import check_code
 from letcc.codes._base import Code
 from letcc.runtime._devices import resolve_devices
 from letcc.runtime.backend import answer_count
+from letcc.runtime.quarantine import as_quarantine
 from letcc.runtime.round import Round, RoundEngine
 from letcc.runtime.round_info import RoundInfo
 from letcc.runtime.worker_pool import WorkerPool
@@ -130,6 +131,17 @@ class CodedInference:
         ``seed`` at construction); ``last_round.adversarial`` names them. A
         code built with ``adversaries=E`` reports the workers it judged wrong
         in ``last_round.flagged`` (with or without this simulation).
+    quarantine : None (default), True or a ``letcc.runtime.Quarantine``: a code
+        with adversaries >= 1 only. Workers the code flags in ``flags`` of their
+        last ``window`` answered rounds (True: 3 of 20) are not sent the next
+        ``rounds`` rounds (True: 100, doubled each time again), and so are
+        workers the code scores highest in too many rounds for chance (valid
+        wrong answers no single round can tell: ``top_alpha``; the nodes are
+        then assigned to the workers at random every round,
+        ``last_round.nodes``); at most the code's E at once
+        (letcc.runtime.quarantine). ``last_round.failed`` names them
+        ("quarantined") and ``quarantine`` is the object (its ``left()``: who
+        sits out for how many more rounds).
     hang_timeout : seconds a worker may stay silent on a task (beyond its injected
         sleep) before it counts as hung: erased, killed and replaced
     startup_timeout : seconds to wait for the workers to build their models
@@ -152,7 +164,8 @@ class CodedInference:
                  simulate: str = "virtual", seed: int | None = None, hang_timeout: float = 60.0,
                  startup_timeout: float = 120.0, chunk_rows: int | None = None,
                  threads_per_worker: int | None = None, start_method: str | None = None,
-                 ray_options: dict | None = None, adversaries: AdversaryModel | None = None) -> None:
+                 ray_options: dict | None = None, adversaries: AdversaryModel | None = None,
+                 quarantine: Any = None) -> None:
         if not callable(model_factory):
             raise TypeError(f"model_factory must be a callable that builds the model, got {model_factory!r}")
         check_code(code)
@@ -168,13 +181,14 @@ class CodedInference:
         self.hang_timeout = as_real(hang_timeout, "hang_timeout", 0, strict=True, finite=False)
         self.startup_timeout = as_real(startup_timeout, "startup_timeout", 0, strict=True, finite=False)
         self.rng = np.random.default_rng(seed)
+        quarantine = as_quarantine(quarantine, code)      # checked before any worker starts
         self.adversaries = as_adversary_model(adversaries)
         self.adversary_rng = np.random.default_rng(self.rng.integers(2 ** 63)) if self.adversaries else None
         self.last_round: RoundInfo | None = None
         self._pool = WorkerPool(self.N, backend, model_factory, resolve_devices(devices, self.N), threads_per_worker,
                                 start_method=start_method, chunk_rows=chunk_rows, ray_options=ray_options,
                                 hang_timeout=self.hang_timeout, startup_timeout=self.startup_timeout)
-        self._engine = RoundEngine(self._pool, code)
+        self._engine = RoundEngine(self._pool, code, quarantine=quarantine)
 
     # ---- the workers (letcc.runtime.worker_pool) --------------------------
 
@@ -192,6 +206,11 @@ class CodedInference:
     @property
     def closed(self) -> bool:
         return self._pool.closed
+
+    @property
+    def quarantine(self):
+        """The ``letcc.runtime.Quarantine`` given (None: none): ``left()``, ``history``."""
+        return self._engine.quarantine
 
     @property
     def backend(self):
@@ -360,6 +379,7 @@ class CodedInference:
         lat = np.full(self.N, np.nan)
         ready = set(rnd.workers)
         failed = {j: "not ready" for j in range(self.N) if j not in ready}
+        failed.update((j, "quarantined") for j in rnd.quarantined)
         failed.update(waiter.failed)
         for j, v in waiter.arrived.items():
             lat[j] = v
@@ -373,7 +393,7 @@ class CodedInference:
             failed=failed, errors=rnd.errors, delays=rec.draw.delays, latencies=lat,
             decided_at=decision.at if decision else float("nan"), rule=decision.rule if decision else "",
             t_encode=rec.t_encode - rec.t_call, stale=rec.stale, replaced=replaced,
-            adversarial=rnd.adversarial, flagged=rnd.flagged, **extra)
+            adversarial=rnd.adversarial, flagged=rnd.flagged, top=rnd.top, nodes=rnd.nodes, **extra)
 
     def _wait(self, rec: _Record):
         """Feed events to the round's waiter until it decides; the Decision."""

@@ -14,6 +14,10 @@ are computed: ``code.encode(X, out=slots[:len(rows)], rows=rows)``, into the
 first slots in the order of ``rows``. A quarter less encoding at N = 16,
 S = 4, where the encode is the largest part of the master's round. The caller
 tells each worker which slot is its.
+
+Rows are nodes: worker j computes node j unless the caller assigns nodes to
+workers itself (``workers``: worker workers[i] computes node rows[i]; the
+quarantine's evidence over rounds draws a random assignment every round).
 """
 from __future__ import annotations
 
@@ -24,11 +28,16 @@ __all__ = ["encode_into"]
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def encode_into(code, X: np.ndarray, get_slots, rows=None):
+def encode_into(code, X: np.ndarray, get_slots, rows=None, workers=None):
     """Encode X (K, B, ...) into the (N, B, ...) array ``get_slots(dtype)``
-    returns. rows: the workers that need their coded input (None: all).
-    Returns None when worker j's input is slot j (everything encoded), else an
-    (N,) int64 array: the slot of each worker in rows, -1 for the others."""
+    returns. rows: the nodes whose coded inputs are needed (None: all);
+    workers: who computes each of them (None: worker j computes node j).
+    Returns None when worker j's input is slot j (everything encoded, no
+    assignment), else an (N,) int64 array: the slot of each worker that
+    computes a node, -1 for the others."""
+    if workers is not None:
+        return _encode_assigned(code, X, get_slots, np.asarray(rows, dtype=np.int64),
+                                np.asarray(workers, dtype=np.int64))
     if X.dtype not in _FLOATS:
         coded = np.asarray(code.encode(np.ascontiguousarray(X)))
         get_slots(coded.dtype)[...] = coded
@@ -41,4 +50,16 @@ def encode_into(code, X: np.ndarray, get_slots, rows=None):
     code.encode(X, out=slots[:len(rows)], rows=rows)
     positions = np.full(n_workers, -1, dtype=np.int64)
     positions[np.asarray(rows, dtype=np.int64)] = np.arange(len(rows))
+    return positions
+
+
+def _encode_assigned(code, X, get_slots, rows, workers):
+    """encode_into with worker workers[i] computing node rows[i]."""
+    positions = np.full(code.N, -1, dtype=np.int64)
+    if X.dtype in _FLOATS and len(rows) < code.N:
+        code.encode(X, out=get_slots(X.dtype)[:len(rows)], rows=rows)
+        positions[workers] = np.arange(len(rows))
+        return positions
+    encode_into(code, X, get_slots)         # every node, in its own slot
+    positions[workers] = rows
     return positions

@@ -6,6 +6,7 @@ its own thread. Both hand each step to a ``RoundEngine``, so a round behaves
 (and fails, and is reported) the same way under both::
 
     engine.launch(groups, workers, ...)      encode into a ring slot's input rows,
+      |                                      (the quarantine's random node assignment),
       |                                      probe the output layout when unknown,
       |                                      a new round id, submit, hang limits,
       v                                      the round's RoundWaiter -> Round
@@ -16,8 +17,10 @@ its own thread. Both hand each step to a ``RoundEngine``, so a round behaves
       | engine.worker_died(rounds, j)        an erasure in every round it was in
       | engine.decision(rnd, now)            hung workers killed; the waiting rule
       v
-    engine.decode(rnd, answered)             outputs -> (adversary simulation) ->
-      |                                      code.decode (flagged) -> (B*K, ...) rows
+    engine.decode(rnd, answered)             outputs (node order) -> (adversary
+      |                                      simulation) -> code.decode at the nodes
+      |                                      (flagged, top-scored -> quarantine)
+      |                                      -> (B*K, ...) rows
     engine.end(rnd, answered)                late workers cancelled
     engine.relearn_layout(idle)              after a shape error, once no round is
                                              in flight: the next launch probes again
@@ -40,6 +43,15 @@ from letcc.runtime.worker_pool import WorkerPool, death_text
 __all__ = ["Round", "RoundEngine", "ungroup"]
 
 
+def _worker_of(nodes):
+    """node -> the worker that computed it (nodes: a round's assignment, None: the same)."""
+    if nodes is None:
+        return int
+    inverse = np.empty_like(nodes)
+    inverse[nodes] = np.arange(nodes.size)
+    return lambda n: int(inverse[n])
+
+
 def ungroup(est, B: int, K: int) -> np.ndarray:
     """Estimates (K, B, ...) as the callers' rows (B*K, ...): group b's input k at row b*K + k."""
     est = np.asarray(est)
@@ -50,7 +62,7 @@ class Round:
     """One launched round: what the engine and its driver know of it."""
 
     __slots__ = ("id", "ring", "B", "t0", "workers", "sent", "waiter", "errors", "raised", "error",
-                 "flagged", "adversarial")
+                 "flagged", "adversarial", "quarantined", "newly_quarantined", "nodes", "top")
 
     def __init__(self, rid, ring, B, t0, workers, sent, waiter, errors):
         self.id, self.ring, self.B, self.t0 = rid, ring, B, t0
@@ -61,14 +73,21 @@ class Round:
         self.raised: dict = {}      # {worker: traceback}: the model raised
         self.error = None           # an exception that ends the round (a shape mismatch)
         self.flagged = self.adversarial = ()
+        self.quarantined = ()       # ready workers left out: quarantined (letcc.runtime.quarantine)
+        self.newly_quarantined = () # those its decode's flags quarantined
+        self.nodes = None           # (N,) int64: worker j computed node nodes[j] (None: node j)
+        self.top = None             # the worker whose answer the code scored highest (None: no score)
 
 
 class RoundEngine:
     """The steps of a coded round on ``pool``'s workers through ``code`` (module docstring)."""
 
-    def __init__(self, pool: WorkerPool, code):
+    def __init__(self, pool: WorkerPool, code, quarantine=None):
         self.pool = pool
         self.code = code
+        # a letcc.runtime.quarantine.Quarantine (checked by as_quarantine) or None:
+        # workers flagged round after round sit out later launches
+        self.quarantine = quarantine
         self.K, self.N = int(code.K), int(code.N)
         self.last_id = 0            # round ids increase (a backend drops older answers by id)
         self.relearn = False        # a shape error: learn the output layout again when idle
@@ -86,6 +105,15 @@ class RoundEngine:
         may_complete : the RoundWaiter's (letcc.runtime.virtual_time)."""
         pool, backend = self.pool, self.pool.backend
         B, row_shape = groups.shape[1], groups.shape[2:]
+        out = ()
+        if self.quarantine is not None:
+            excluded = self.quarantine.excluded()
+            self.quarantine.launch()
+            out = tuple(sorted(j for j in workers if j in excluded))
+            if out:                     # not sent: like a worker that could never count
+                skip = np.zeros(self.N, dtype=bool) if skip is None else np.array(skip, dtype=bool)
+                skip[list(out)] = True
+                may_complete = None     # the caller's answer was for every worker: ask again
         sent = list(workers) if skip is None else [j for j in workers if not skip[j]]
         probe = []
 
@@ -94,7 +122,12 @@ class RoundEngine:
             probe.append(unknown)
             return buf
 
-        positions = encode_into(self.code, groups, slots, sent if len(sent) < self.N else None)
+        nodes = None
+        if self.quarantine is not None and self.quarantine.assigns_nodes:
+            nodes = self.quarantine.assign_nodes(self.N)
+            positions = encode_into(self.code, groups, slots, nodes[sent], workers=sent)
+        else:
+            positions = encode_into(self.code, groups, slots, sent if len(sent) < self.N else None)
         backend.set_input_slots(positions)
         if probe[0]:                    # every worker asked, the first answer taken
             pool.probe(B, workers if positions is None else sent)
@@ -109,7 +142,9 @@ class RoundEngine:
         hang_at = pool.sent(r, sent, t0, sleep_s.tolist())
         waiter = RoundWaiter(self.code, sent, master_delays, never, count, deadline, hang_at,
                              may_complete=may_complete)
-        return Round(r, ring, B, t0, workers, sent, waiter, {} if errors is None else errors)
+        rnd = Round(r, ring, B, t0, workers, sent, waiter, {} if errors is None else errors)
+        rnd.quarantined, rnd.nodes = out, nodes
+        return rnd
 
     def next_id(self) -> int:
         """A round id for work that is not a coded round (the server's tasks)."""
@@ -179,16 +214,28 @@ class RoundEngine:
         the decoders take their rows in that order, no second copy), as (B*K, ...)
         rows. ``adversaries`` (a letcc.adversaries model, simulation) corrupts
         them first; a code with adversaries > 0 reports whom it flagged
-        (``rnd.flagged``)."""
+        (``rnd.flagged``) and whose answer it scored highest (``rnd.top``).
+        With nodes assigned (``rnd.nodes``) the answers are taken in node
+        order and decoded at their nodes; everything reported names workers."""
+        nodes = rnd.nodes
+        if nodes is not None:
+            answered = sorted(answered, key=nodes.__getitem__)
         Y = self.pool.backend.outputs(answered, rnd.B, rnd.ring)
         if adversaries is not None:
             Y, adv = adversaries.corrupt(Y, answered, adversary_rng)
-            rnd.adversarial = tuple(int(j) for j in adv)
+            rnd.adversarial = tuple(sorted(int(j) for j in adv))
+        at = answered if nodes is None else nodes[answered].tolist()
         if self.code.adversaries:
-            est, flagged = self.code.decode(Y, answered, return_flagged=True)
-            rnd.flagged = tuple(int(j) for j in flagged)
+            code = self.code
+            est, flagged = code.decode(Y, at, return_flagged=True)
+            worker = _worker_of(nodes)
+            rnd.flagged = tuple(sorted(worker(int(n)) for n in flagged))
+            scored = code.last_clean_round
+            rnd.top = None if scored is None else worker(int(scored["worker"]))
+            if self.quarantine is not None:
+                rnd.newly_quarantined = tuple(self.quarantine.observe(answered, rnd.flagged, rnd.top))
         else:
-            est = self.code.decode(Y, answered)
+            est = self.code.decode(Y, at)
         return ungroup(est, rnd.B, self.K)
 
     def end(self, rnd: Round, answered) -> None:

@@ -39,6 +39,12 @@ class RoundInfo:
     adversarial : workers whose outputs the simulated adversary model
         (CodedInference(adversaries=...)) replaced this round
     flagged : workers the code (adversaries=E) judged wrong and left out
+    top : the worker whose answer the code scored highest (None: the code
+        scored nothing this round), the evidence the quarantine pools
+    nodes : (N,) int64, the node each worker computed this round (the
+        quarantine's random assignment, ``Quarantine(top_alpha=...)``); None:
+        worker j computed node j. ``code.decode(Y, nodes[answered])`` is the
+        decode of the answers of ``answered``
     """
 
     round_id: int
@@ -60,6 +66,8 @@ class RoundInfo:
     replaced: tuple = ()
     adversarial: tuple = ()
     flagged: tuple = ()
+    top: int | None = None
+    nodes: np.ndarray | None = None
 
     @property
     def late(self) -> tuple:

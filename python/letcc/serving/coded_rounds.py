@@ -185,9 +185,13 @@ class CodedRounds:
         self.engine.end(fl.rnd, answered)
         ctx.ring.give(fl.rnd.ring)
         st = ctx.stats
+        quarantine = self.engine.quarantine
         with st.lock:
             st.counts["erasures"] += self.N - len(set(answered))
             st.note_flagged(fl.rnd.flagged)
+            if quarantine is not None:
+                st.counts["quarantines"] += len(fl.rnd.newly_quarantined)
+                st.quarantined = quarantine.left()
         if rows is not None:                  # after the bookkeeping: stats() agrees with the futures
             ctx.requests.resolve_rows(fl.requests, rows, approximate=not self.code.decodes_exactly,
                                       answered=sorted(answered), round_id=fl.id)

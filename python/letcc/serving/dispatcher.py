@@ -102,7 +102,8 @@ class Dispatcher:
 
     def __init__(self, model_factory, scheme, mode: str, *, backend, devices, threads_per_worker, start_method,
                  chunk_rows, ray_options, draw_delays, count, max_batch_delay, max_groups, rounds_in_flight,
-                 hang_timeout, startup_timeout, rng, stats, max_queue, fallback_after=None, hedge_after=None):
+                 hang_timeout, startup_timeout, rng, stats, max_queue, fallback_after=None, hedge_after=None,
+                 quarantine=None):
         N = int(scheme.N)
         slots = rounds_in_flight if mode == "coded" else N * (rounds_in_flight + 1)
         hedge = AfterRule(hedge_after, "hedge_after")
@@ -122,7 +123,7 @@ class Dispatcher:
         self.stats = stats
         self.requests = RequestQueue(self.inbox, stats)
         # task mode asks the engine for round ids and shape messages only (K and N of Uncoded / Hedged)
-        engine = RoundEngine(self.pool, scheme)
+        engine = RoundEngine(self.pool, scheme, quarantine=quarantine)
         self.ctx = Context(self.pool, engine, self.inbox, self.requests, Ring(self.backend, slots, max_groups, spare),
                            stats)
         coded = dict(draw=draw_delays, count=count, rng=rng, max_batch_delay=max_batch_delay, max_groups=max_groups)

@@ -51,6 +51,7 @@ import numpy as np
 from letcc._checks import as_int, as_real
 from letcc.codes import Replication, Uncoded, check_code
 from letcc.runtime._devices import resolve_devices
+from letcc.runtime.quarantine import as_quarantine
 from letcc.serving.flights import Request
 from letcc.serving.hedged import Hedged
 from letcc.serving.inbox import QueueFull
@@ -121,6 +122,10 @@ class CodedServer:
         request still pending gets a second copy, uncoded, on a worker with
         nothing on its hands; the first of its answers wins (exact), the
         fallback decode still comes at the fallback time. None: no hedging.
+    quarantine : None (default), True or a ``letcc.runtime.Quarantine``, for a
+        code with adversaries >= 1: workers the code keeps flagging sit out later
+        rounds (as for ``CodedInference``); ``stats()["quarantined"]`` is {worker:
+        rounds it still sits out}, ``stats()["quarantines"]`` how many were imposed
     hang_timeout, startup_timeout, chunk_rows, threads_per_worker, start_method,
     ray_options : as for ``CodedInference``
     """
@@ -130,7 +135,7 @@ class CodedServer:
                  rounds_in_flight: int | None = None, max_groups: int = 4, wait_for=None, seed=None,
                  hang_timeout: float = 60.0, startup_timeout: float = 120.0, chunk_rows: int | None = None,
                  threads_per_worker: int | None = None, start_method: str | None = None,
-                 ray_options: dict | None = None, fallback_after=None, hedge_after=None):
+                 ray_options: dict | None = None, fallback_after=None, hedge_after=None, quarantine=None):
         if not callable(model_factory):
             raise TypeError(f"model_factory must be a callable that builds the model, got {model_factory!r}")
         if isinstance(code, Hedged):
@@ -164,11 +169,19 @@ class CodedServer:
             startup_timeout=as_real(startup_timeout, "startup_timeout", 0, strict=True, finite=False),
             rng=np.random.default_rng(seed), stats=self._stats, max_queue=self.max_queue,
             fallback_after=self._systematic_only(code, mode, "fallback_after", fallback_after),
-            hedge_after=self._systematic_only(code, mode, "hedge_after", hedge_after))
+            hedge_after=self._systematic_only(code, mode, "hedge_after", hedge_after),
+            quarantine=self._quarantine(code, mode, quarantine))
         self._inbox = self._d.inbox
         self._thread = threading.Thread(target=self._run, name="letcc-server-dispatcher", daemon=True)
         self._thread.start()
         self._finalizer = weakref.finalize(self, _shutdown, self._d, self._thread)
+
+    @staticmethod
+    def _quarantine(code, mode, value):
+        if mode != "coded" and value is not None and value is not False:
+            raise ValueError(f"quarantine={value!r} needs coded rounds of a code with adversaries >= 1; "
+                             f"{code!r} runs tasks")
+        return None if mode != "coded" else as_quarantine(value, code)
 
     @staticmethod
     def _systematic_only(code, mode, name, value):
@@ -237,7 +250,8 @@ class CodedServer:
         decode's estimate; late_exact: systematic answers that came after their
         request was decoded; flagged: answers a code with adversaries > 0 left
         out, and ``suspected``: {worker: rounds flagged} for workers flagged
-        often), batch fill, queue depth, rounds in flight, master CPU per
+        often; with ``quarantine``: ``quarantines`` imposed and ``quarantined``,
+        {worker: rounds it still sits out}), batch fill, queue depth, rounds in flight, master CPU per
         request, the last worker errors."""
         out = self._stats.snapshot(self.rounds_in_flight, self.code.N)
         out["queue_depth"] = self._inbox.waiting

@@ -27,8 +27,9 @@ class ServerStats:
         self.latencies: deque = deque(maxlen=keep)     # seconds, submit -> result, recent requests
         self.counts = dict(completed=0, timeouts=0, cancelled=0, errors=0, rounds=0, padded_rounds=0,
                            erasures=0, stale=0, hedges=0, retried=0, replaced=0, flagged=0,
-                           approximate=0, late_exact=0)
+                           approximate=0, late_exact=0, quarantines=0)
         self.flagged_by_worker: dict = {}    # worker -> rounds in which the code flagged it
+        self.quarantined: dict = {}          # worker -> rounds it still sits out (quarantine=...)
         self.real_positions = 0      # real requests dispatched in coded rounds / tasks
         self.positions = 0           # positions they took (B * K; b for tasks)
         self.master_cpu = 0.0        # dispatcher thread CPU seconds
@@ -53,6 +54,7 @@ class ServerStats:
             lat = np.fromiter(self.latencies, float, len(self.latencies))
             out = dict(self.counts)
             rounds = out["rounds"]
+            out["quarantined"] = dict(self.quarantined)
             out["suspected"] = {j: n for j, n in sorted(self.flagged_by_worker.items(), key=lambda t: (-t[1], t[0]))
                                 if n >= SUSPECT_MIN_ROUNDS and n >= SUSPECT_MIN_SHARE * rounds}
             real, pos, cpu = self.real_positions, self.positions, self.master_cpu
