@@ -54,6 +54,7 @@ from _report import markdown_table, write_report
 from letcc.adversaries import ConstantShift, RelabelClasses
 from letcc.codes import LeTCC
 from letcc.runtime import Quarantine
+from letcc.runtime.quarantine import as_quarantine
 from letcc.stragglers import FixedCount
 
 K, N, S, E, D = 8, 24, 2, 2, 40
@@ -127,7 +128,7 @@ def evidence_run(f, images, E, R, quarantine, seed):
     code, plain = LeTCC(K, N, adversaries=E), LeTCC(K, N)
     liars = (5, 14)[:E]
     relabel = RelabelClasses(workers=list(liars))
-    q = quarantine
+    q = as_quarantine(quarantine, code)          # as the engine takes it: at most E out at once
     rows, first = [], {}
     for r in range(R):
         X = images[rng.choice(len(images), K, replace=False)]

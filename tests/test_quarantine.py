@@ -226,3 +226,9 @@ def test_honest_tops_at_chance_quarantine_nobody_and_a_liar_top_a_third_of_the_t
     assert found is not None and found < 150, found
     assert q.excluded() == {liar} and q.top_counts()[liar][0] >= 5
 
+
+def test_an_unbound_quarantine_has_no_cap():
+    q = Quarantine(flags=1, window=2, rounds=50)     # max_workers None: not bound to a code
+    assert q.observe(range(6), [2]) == [2]
+    assert q.observe([0, 1, 3, 4, 5], [4]) == [4]
+    assert q.left() == {2: 50, 4: 50}

@@ -171,7 +171,7 @@ class Quarantine:
             seen.append(j in bad)
             if j in bad and sum(seen) >= self.flags and j not in new:
                 new.append(j)
-        cap = self.max_workers if self.max_workers is not None else len(new)
+        cap = self.max_workers if self.max_workers is not None else math.inf     # unbound: no cap
         out = []
         for j in sorted(new, key=lambda j: (-sum(record.get(j, ())), j)):   # the most flagged first
             if len(self._until) >= cap:
