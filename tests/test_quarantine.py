@@ -232,3 +232,39 @@ def test_an_unbound_quarantine_has_no_cap():
     assert q.observe(range(6), [2]) == [2]
     assert q.observe([0, 1, 3, 4, 5], [4]) == [4]
     assert q.left() == {2: 50, 4: 50}
+
+
+def test_assign_nodes_gives_the_left_out_the_idle_nodes_and_the_rest_a_uniform_order():
+    N, out, idle = 8, [2, 6], np.array([7, 0])
+    q = Quarantine()                                     # top_alpha set: nodes drawn each round
+    assert q.assigns_nodes
+    rest = [1, 2, 3, 4, 5, 6]
+    sent = [0, 1, 3, 4, 5, 7]
+    counts = np.zeros((N, N), dtype=np.int64)            # counts[worker, node]
+    draws = 6000
+    for _ in range(draws):
+        nodes = q.assign_nodes(N, out, idle)
+        assert nodes.dtype == np.int64 and sorted(nodes.tolist()) == list(range(N))
+        assert nodes[2] == 7 and nodes[6] == 0
+        counts[np.arange(N), nodes] += 1
+    # each sent worker is equally likely at each of the other nodes (the top rule's 1/n null):
+    # Binomial(6000, 1/6) has sd 29; 6 sd either way
+    sub = counts[np.ix_(sent, rest)]
+    assert np.all(np.abs(sub - draws / 6) < 6 * np.sqrt(draws * (1 / 6) * (5 / 6))), sub
+    assert counts[np.ix_(sent, [0, 7])].sum() == 0
+    # with nobody left out every node is drawn for every worker
+    assert sorted(q.assign_nodes(N).tolist()) == list(range(N))
+
+
+def test_assign_nodes_without_random_order_keeps_the_rest_ascending():
+    q = Quarantine(top_alpha=None)
+    assert not q.assigns_nodes
+    np.testing.assert_array_equal(q.assign_nodes(6), np.arange(6))
+    np.testing.assert_array_equal(q.assign_nodes(6, [1], None), np.arange(6))     # no order: where they are
+    np.testing.assert_array_equal(q.assign_nodes(6, [1, 4], [5, 0]), [1, 5, 2, 3, 0, 4])
+
+
+def test_assign_nodes_refuses_idle_nodes_that_do_not_match_the_left_out():
+    q = Quarantine()
+    with pytest.raises(ValueError, match=r"one node per worker left out \(2\), got \[3\]"):
+        q.assign_nodes(6, [1, 4], [3])

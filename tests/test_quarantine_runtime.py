@@ -61,6 +61,8 @@ def test_coded_inference_quarantines_a_persistent_liar_and_brings_it_back(rng):
                                        rtol=1e-10, atol=1e-12)
             if lr.failed.get(5) == "quarantined":        # not sent: the others, decoded as the code does
                 assert 5 not in lr.answered and lr.adversarial == ()
+                # its node is the hole the decode misses least
+                assert lr.nodes[5] == code.idle_nodes(1)[0]
             else:
                 assert 5 in lr.answered and lr.flagged == (5,)
     # flagged twice -> out 3 rounds -> back, a clean record: flagged twice -> out 6 rounds

@@ -47,6 +47,12 @@
                               the inputs unchanged, but their decode needs a copy
                               of every input and never estimates one), so a
                               caller reads it directly
+    code.idle_nodes(q)        (q,) int64, the q nodes whose answers the decode misses
+                              least, cheapest first: where a runtime puts the workers it
+                              leaves out of a round on purpose (letcc.codes.idle_nodes;
+                              LeTCC, BACC); None where the code has no such order (the
+                              baselines, whose decode needs coverage, and systematic codes,
+                              whose workers are tied to their nodes)
     code.last_clean_round     None, or (a code that scores each answer of a decode
                               with adversaries > 0: LeTCC) after each decode a dict
                               whose "worker" is the top-scored entry of `available`
@@ -68,6 +74,7 @@ from letcc._typing import Array, Indices
 
 from letcc._checks import as_int
 from letcc.codes._arrays import as_array, is_torch_tensor, take_rows
+from letcc.codes.idle_nodes import IdleNodes
 from letcc.codes.waiting_rule import Coverage, WaitingRule
 from letcc.splines import DenseOperator
 
@@ -79,7 +86,7 @@ PERMUTE_MIN_ROW_ITEMS = 256
 
 # The members a runtime or server reads (the interface above); check_code names the missing one.
 CODE_MEMBERS = ("K", "N", "adversaries", "systematic_workers", "decodes_exactly", "encode", "decode", "can_decode",
-                "is_complete", "waiting_rule", "last_clean_round")
+                "is_complete", "waiting_rule", "last_clean_round", "idle_nodes")
 
 
 def check_code(code) -> None:
@@ -110,6 +117,7 @@ class Code(ABC):
     systematic_workers: tuple | None = None
     waiting_rule: WaitingRule | None = None
     last_clean_round: dict | None = None
+    _idle: IdleNodes | None = None      # idle_nodes' order, found on first use
 
     @abstractmethod
     def encode(self, X: Array, out: Array | None = None, rows: Indices | None = None) -> Array:
@@ -130,6 +138,22 @@ class Code(ABC):
     @abstractmethod
     def is_complete(self, available) -> bool:
         """Whether waiting for more workers cannot improve the estimate."""
+
+    def idle_nodes(self, q) -> np.ndarray | None:
+        """(q,) int64: the q nodes whose answers the decode misses least,
+        cheapest first (letcc.codes.idle_nodes), found once per code; None
+        where the code has no such order (``_idle_decoder`` says None)."""
+        decode = self._idle_decoder()
+        if decode is None:
+            return None
+        if self._idle is None:
+            self._idle = IdleNodes(self.K, self.N, min_answers=1)
+        return self._idle(q, self.encode, decode)
+
+    def _idle_decoder(self):
+        """The plain linear-space decode ``(ascending avail, Y) -> estimates``
+        that idle_nodes orders the nodes for; None (the default): no order."""
+        return None
 
     # ---- shared checks -------------------------------------------------
 

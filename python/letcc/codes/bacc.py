@@ -202,6 +202,12 @@ class BACC(Code):
         est = self._decode_rows(avail, Y, lambda srt, _: self._decoder_op(srt))
         return (est, flagged) if return_flagged else est
 
+    def _idle_decoder(self):
+        # Berrut's decoder (a systematic code's workers are tied to their nodes)
+        if self._layout is not None:
+            return None
+        return lambda avail, Y: self._decode_rows(avail, Y, lambda srt, _: self._decoder_op(srt))
+
     def can_decode(self, available) -> bool:
         n = self._available(available, allow_empty=True).size
         return n >= (bw_needed(self.K, self.adversaries) if self.adversaries else 1)

@@ -52,7 +52,7 @@ from letcc.codes._plan_cache import PlanCache
 from letcc.codes.robust import DetectionSplines, detection_knots, locator_scores, round_statistic
 
 __all__ = ["FALSE_ALARM", "check_false_alarm", "calibrate", "calibration_rounds", "synthetic_outputs",
-           "CleanRoundTest", "CALIBRATIONS"]
+           "synthetic_network", "CleanRoundTest", "CALIBRATIONS"]
 
 # the default false-alarm rate per honest round: a clean round of a code with
 # adversaries > 0 keeps all its answers with probability 1 - FALSE_ALARM
@@ -96,24 +96,34 @@ def _log_uniform(rng, lo_hi, size):
     return np.exp(rng.uniform(lo, hi, size))
 
 
+def synthetic_network(rng: np.random.Generator, rounds: int, space: str = "linear"):
+    """A random smooth network per round (the module docstring): a function
+    U (P, rounds, DIM_IN) -> (P, rounds, DIM_OUT) float64, round r's network
+    applied to U[:, r] ('linear': f's outputs; 'log': log_softmax(c f))."""
+    g = _log_uniform(rng, BEND, rounds)
+    V = rng.standard_normal((rounds, HIDDEN, DIM_IN)) * (g / np.sqrt(DIM_IN))[:, None, None]
+    b = rng.standard_normal((rounds, HIDDEN))
+    W = rng.standard_normal((rounds, DIM_OUT, HIDDEN)) / np.sqrt(HIDDEN)
+    c = _log_uniform(rng, SHARPNESS, rounds) if space == "log" else None
+
+    def f(U):
+        H = np.tanh(np.einsum("rhd,nrd->nrh", V, np.asarray(U, dtype=np.float64)) + b[None])
+        O = np.einsum("roh,nrh->nro", W, H)
+        if c is not None:
+            O *= c[None, :, None]
+            O -= O.max(axis=-1, keepdims=True)
+            O -= np.log(np.exp(O).sum(axis=-1, keepdims=True))
+        return O
+    return f
+
+
 def synthetic_outputs(encoder, K: int, rounds: int, space: str, rng: np.random.Generator) -> np.ndarray:
     """(N, rounds, DIM_OUT) float64: every worker's answer in `rounds` honest
     synthetic rounds through `encoder` (a (K,) -> (N,) SplineSmoother), in
     the space the decoder scores them ('linear': f's outputs; 'log':
     log_softmax(c f))."""
     X = rng.standard_normal((K, rounds, DIM_IN))
-    U = np.asarray(encoder(X), dtype=np.float64)                         # (N, rounds, DIM_IN)
-    g = _log_uniform(rng, BEND, rounds)
-    V = rng.standard_normal((rounds, HIDDEN, DIM_IN)) * (g / np.sqrt(DIM_IN))[:, None, None]
-    b = rng.standard_normal((rounds, HIDDEN))
-    W = rng.standard_normal((rounds, DIM_OUT, HIDDEN)) / np.sqrt(HIDDEN)
-    H = np.tanh(np.einsum("rhd,nrd->nrh", V, U) + b[None])
-    O = np.einsum("roh,nrh->nro", W, H)
-    if space == "log":
-        O *= _log_uniform(rng, SHARPNESS, rounds)[None, :, None]
-        O -= O.max(axis=-1, keepdims=True)
-        O -= np.log(np.exp(O).sum(axis=-1, keepdims=True))
-    return O
+    return synthetic_network(rng, rounds, space)(encoder(X))
 
 
 def calibrate(encoder, beta: np.ndarray, K: int, n: int, space: str, false_alarm: float,

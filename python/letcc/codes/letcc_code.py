@@ -557,6 +557,10 @@ class LeTCC(Code):
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0
 
+    def _idle_decoder(self):
+        # the plain decoder in the linear space (a systematic code's workers are tied to their nodes)
+        return None if self._layout is not None else (lambda avail, Y: self._decode_rows(avail, Y, self._plan))
+
     @property
     def complete_needs_every_worker(self) -> bool:
         # every answer changes a non-systematic estimate; a systematic one is

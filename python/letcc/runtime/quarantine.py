@@ -17,7 +17,8 @@ absorb), so false alarms can never starve the rounds.
 
 The round engine owns one (``RoundEngine(pool, code, quarantine=...)``): it
 leaves the quarantined workers out of every launch (not sent, no coded input
-computed, the waiting rule never waits for them) and tells the quarantine
+computed, the waiting rule never waits for them; their nodes are the ones
+the decode misses least, ``code.idle_nodes``) and tells the quarantine
 each decoded round's answering set and flags. ``CodedInference`` and
 ``CodedServer`` take ``quarantine=True`` (these defaults) or a ``Quarantine``.
 Pure bookkeeping: no I/O, no clock (rounds are counted).
@@ -30,7 +31,9 @@ test flags it at a false-alarm rate that keeps clean rounds clean
 (``code.last_clean_round``) far more often than an honest one. Which worker
 computes which node is a fixed choice, and some nodes are top-scored more
 often than others on honest rounds, so the engine draws a fresh random
-assignment of nodes to workers every round (``assign_nodes``): then, given
+assignment of nodes to workers every round (``assign_nodes``; the quarantined
+workers take the nodes the decode misses least, ``code.idle_nodes``, and the
+others a uniform random order of the rest): then, given
 the workers that answered a round, each of them is its top-scored answer with
 probability exactly 1/n when all are honest (the nodes are exchangeable
 under a uniform random assignment, whatever f and the data are), independently
@@ -139,9 +142,28 @@ class Quarantine:
         """Whether the engine must draw each round's nodes with ``assign_nodes``."""
         return self.top_alpha is not None
 
-    def assign_nodes(self, N: int) -> np.ndarray:
-        """A uniform random assignment for one round: (N,) int64, worker j computes node [j]."""
-        return self._rng.permutation(N)
+    def assign_nodes(self, N: int, out=(), idle=None) -> np.ndarray:
+        """One round's nodes: (N,) int64, worker j computes node [j].
+
+        out : the workers left out of the round (quarantined, not sent);
+        idle : None, or the nodes to give them, cheapest first
+        (``code.idle_nodes``): the holes they leave fall where the decode
+        misses them least. The other workers get the other nodes in a uniform
+        random order when ``assigns_nodes`` (each still equally likely at each
+        of them: the 1/n null holds), else in ascending order. Without idle
+        nodes every worker's node is drawn (or node j is worker j's)."""
+        out = [int(j) for j in out]
+        if idle is None or not out:
+            return self._rng.permutation(N) if self.assigns_nodes else np.arange(N)
+        idle = np.asarray(idle, dtype=np.int64)
+        if idle.shape != (len(out),):
+            raise ValueError(f"idle must hold one node per worker left out ({len(out)}), got {idle.tolist()}")
+        nodes = np.empty(N, dtype=np.int64)
+        rest = np.setdiff1d(np.arange(N), idle)
+        sent = np.setdiff1d(np.arange(N), out)
+        nodes[out] = idle
+        nodes[sent] = self._rng.permutation(rest) if self.assigns_nodes else rest
+        return nodes
 
     def launch(self) -> None:
         """A round was launched (the quarantines count these)."""

@@ -123,8 +123,12 @@ class RoundEngine:
             return buf
 
         nodes = None
-        if self.quarantine is not None and self.quarantine.assigns_nodes:
-            nodes = self.quarantine.assign_nodes(self.N)
+        if self.quarantine is not None and (self.quarantine.assigns_nodes or out):
+            # the workers left out take the nodes the decode misses least (a node
+            # midway between two inputs can cost ~40x the MSE of an end node:
+            # letcc.codes.idle_nodes); None: the code has no such order
+            idle = self.code.idle_nodes(len(out)) if out else None
+            nodes = self.quarantine.assign_nodes(self.N, out, idle)
             positions = encode_into(self.code, groups, slots, nodes[sent], workers=sent)
         else:
             positions = encode_into(self.code, groups, slots, sent if len(sent) < self.N else None)

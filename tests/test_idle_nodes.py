@@ -1,0 +1,97 @@
+"""code.idle_nodes(q): the nodes a decode misses least (letcc.codes.idle_nodes).
+
+Checked against what it claims, on functions it never saw: decoded with the
+code's public decode, on fresh smooth functions of the test's own, the nodes it
+picks cost less than nodes drawn at random, and its greedy order costs what the
+exhaustive pair costs."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import letcc
+from letcc.codes.idle_nodes import IdleNodes
+
+
+def fresh_mse(code, holes, rounds=300, seed=None):
+    """Mean squared error of code.decode with `holes` unanswered, over fresh
+    smooth functions tanh(W x / sqrt(d)) + c of random inputs (the test's own)."""
+    rng = np.random.default_rng(seed)
+    d = 12
+    avail = np.setdiff1d(np.arange(code.N), holes)
+    err = 0.0
+    for _ in range(rounds):
+        W, c = rng.standard_normal((6, d)) * rng.uniform(0.5, 2.0), rng.standard_normal(6)
+        f = lambda x: np.tanh(x @ W.T / np.sqrt(d)) + c      # noqa: E731
+        X = rng.standard_normal((code.K, d))
+        Y = f(np.asarray(code.encode(X)))
+        err += np.mean((code.decode(Y[avail], avail) - f(X)) ** 2)
+    return err / rounds
+
+
+@pytest.mark.parametrize("make", [lambda: letcc.LeTCC(8, 24), lambda: letcc.LeTCC(8, 24, adversaries=2),
+                                  lambda: letcc.BACC(8, 24, adversaries=2), lambda: letcc.LeTCC(6, 13)])
+def test_an_order_of_distinct_nodes_found_once_and_the_same_for_equal_codes(make):
+    code = make()
+    order = code.idle_nodes(4)
+    assert order.dtype == np.int64 and order.shape == (4,)
+    assert len(set(order.tolist())) == 4 and all(0 <= j < code.N for j in order)
+    np.testing.assert_array_equal(code.idle_nodes(2), order[:2])        # prefixes of one order
+    assert code.idle_nodes(0).shape == (0,)
+    np.testing.assert_array_equal(make().idle_nodes(4), order)          # deterministic
+
+
+@pytest.mark.parametrize("make", [lambda: letcc.LeTCC(8, 24), lambda: letcc.BACC(8, 24)])
+def test_the_chosen_holes_cost_fresh_functions_less_than_random_holes(make):
+    code = make()
+    seed = int(np.random.default_rng().integers(1 << 31))
+    for q in (1, 2):
+        chosen = fresh_mse(code, code.idle_nodes(q), seed=seed)
+        rng = np.random.default_rng(seed + 1)
+        drawn = [fresh_mse(code, rng.choice(code.N, q, replace=False), rounds=100, seed=seed) for _ in range(12)]
+        # below the median of random holes, and far below their mean (a hole midway
+        # between two input nodes costs the spline decode tens of times more)
+        assert chosen <= np.median(drawn), (q, chosen, sorted(drawn))
+        assert chosen < 0.5 * np.mean(drawn), (q, chosen, np.mean(drawn))
+
+
+def test_the_greedy_pair_costs_what_the_exhaustive_pair_costs():
+    code = letcc.LeTCC(8, 24)
+    pair = code.idle_nodes(2)
+    cost = lambda holes: code._idle.cost(list(holes), code.encode, code._idle_decoder())   # noqa: E731
+    best = min(cost(p) for p in itertools.combinations(range(code.N), 2))
+    full = cost([])
+    # the pair's extra error over the full decode is within 25% of the best pair's
+    assert cost(pair) - full <= 1.25 * (best - full) + 1e-12 * full, (cost(pair), best, full)
+
+
+def test_the_cost_is_the_decode_error_written_out():
+    code = letcc.LeTCC(6, 14)
+    idle = IdleNodes(code.K, code.N, 1)
+    decode = code._idle_decoder()
+    holes = [3, 9]
+    got = idle.cost(holes, code.encode, decode)
+    Y, exact = idle._rounds
+    avail = np.setdiff1d(np.arange(code.N), holes)
+    # the plain linear decode of those answers (the public decode of a linear-space code)
+    lin = letcc.LeTCC(6, 14, output_space="linear")
+    est = lin.decode(Y[avail], avail)
+    np.testing.assert_allclose(got, np.sum((est - exact) ** 2), rtol=1e-10)
+
+
+@pytest.mark.parametrize("code", [letcc.Uncoded(4), letcc.Replication(4, 8), letcc.LeTCC(4, 10, systematic=True),
+                                  letcc.BACC(4, 10, systematic=True)])
+def test_codes_without_an_order_say_none(code):
+    assert code.idle_nodes(1) is None
+
+
+def test_bad_counts_are_refused_with_the_value():
+    code = letcc.LeTCC(4, 10)
+    with pytest.raises(ValueError, match=r"q = 10 idle nodes leave fewer than the 1 answers.*at most 9"):
+        code.idle_nodes(10)
+    with pytest.raises(ValueError, match=r"q must be >= 0, got -1"):
+        code.idle_nodes(-1)
+    with pytest.raises(TypeError, match=r"q must be an integer"):
+        code.idle_nodes(1.5)
