@@ -32,11 +32,18 @@ steps (the engine's calls on the Quarantine: excluded, launch, assign_nodes, obs
 round's flags and top-scored worker; letcc.runtime.round), since 24 torch processes on 2 cores
 would only be slower. Arms: no quarantine (node j is worker j's), and Quarantine() with its
 defaults (top_alpha=1e-6, top_window=100, rounds=100 doubling; nodes drawn at random every
-round). Reported: the round each liar was first quarantined, honest workers quarantined, the
+round, the quarantined workers at code.idle_nodes). Reported: the round each liar was first quarantined, honest workers quarantined, the
 share of the liars' answers kept out of the decode (flagged, or not sent: quarantined) over the
 rounds in which they were not straggling (the recall of the run; and over its second half),
 and MSE on the softmax outputs against the plain decode of the same answering set's honest
 answers (adversary-free).
+
+Part 3: where the holes go. A quarantined worker's node goes unanswered; the runtime puts it at
+code.idle_nodes(q) (letcc.codes.idle_nodes: chosen on synthetic smooth networks, never on this
+f). MSE of LeTCC(8, 24)'s plain decode on the smooth f of part 1 (R3 rounds of fresh inputs),
+q nodes unanswered: code.idle_nodes(q), the best and the worst q nodes found by trying every
+set on these rounds, and q nodes drawn at random each round; with no straggler, and with
+S = 2 random stragglers besides, as a ratio to the decode with only the stragglers missing.
 
 Run:  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/quarantine.py
 Writes bench/results/quarantine.md (``--out DIR`` elsewhere; ``--rounds R``, default 300, and
@@ -180,12 +187,49 @@ def evidence_rows(name, desc, f, images, R):
     return out
 
 
+def hole_rows(R3):
+    """Part 3: MSE ratios of q unanswered nodes, chosen / best / worst / random."""
+    import itertools
+    rng = np.random.default_rng(3)
+    code = LeTCC(K, N)
+    Xs = rng.random((R3, K, D))
+    outs = [smooth_f(np.asarray(code.encode(X))) for X in Xs]
+    exact = [smooth_f(X) for X in Xs]
+    late = [rng.choice(N, S, replace=False) for _ in range(R3)]
+    rand = [[rng.permutation(N) for _ in range(R3)] for _ in (1, 2)]
+
+    def mse(holes_of, stragglers):          # holes_of(r) -> the nodes unanswered in round r
+        err = 0.0
+        for r in range(R3):
+            miss = set(holes_of(r)) | (set(late[r].tolist()) if stragglers else set())
+            at = np.array([j for j in range(N) if j not in miss])
+            err += np.mean((code.decode(outs[r][at], at) - exact[r]) ** 2)
+        return err / R3
+
+    rows = []
+    for stragglers in (False, True):
+        base = mse(lambda r: (), stragglers)
+        for q in (1, 2):
+            sets = {h: mse(lambda r, h=h: h, stragglers) for h in itertools.combinations(range(N), q)}
+            best, worst = min(sets, key=sets.get), max(sets, key=sets.get)
+            chosen = tuple(code.idle_nodes(q).tolist())
+            drawn = mse(lambda r: [j for j in rand[q - 1][r] if j not in late[r]][:q] if stragglers
+                        else rand[q - 1][r][:q], stragglers)
+            rows.append([f"{S if stragglers else 0}", q, f"{base:.3g}",
+                         f"{sets[tuple(sorted(chosen))] / base:.2f}x ({', '.join(map(str, chosen))})",
+                         f"{sets[best] / base:.2f}x ({', '.join(map(str, best))})",
+                         f"{sets[worst] / base:.2f}x ({', '.join(map(str, worst))})", f"{drawn / base:.2f}x"])
+            print(" | ".join(map(str, rows[-1])), flush=True)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=300)
     ap.add_argument("--evidence-rounds", type=int, default=1000)
     ap.add_argument("--models", nargs="+", default=["lenet5", "cnn_fashion"])
-    ap.add_argument("--skip-runtime", action="store_true", help="part 2 only")
+    ap.add_argument("--skip-runtime", action="store_true", help="parts 2 and 3 only")
+    ap.add_argument("--hole-rounds", type=int, default=300, help="part 3's rounds")
     ap.add_argument("--quick", action="store_true", help="40 / 200 rounds, lenet5; results not written")
     ap.add_argument("--out", type=Path, default=None, help="folder for quarantine.md (default bench/results)")
     args = ap.parse_args()
@@ -213,13 +257,19 @@ def main():
                             "honest workers quarantined", "liars' answers kept out", "... second half",
                             "MSE / adversary-free", "... second half", "adversary-free MSE"], ev)
     print(text2)
+    text3 = markdown_table(["stragglers", "q unanswered", "MSE, stragglers only", "code.idle_nodes(q)",
+                            "best q nodes", "worst q nodes", "q nodes at random"],
+                           hole_rows(40 if args.quick else args.hole_rounds))
+    print(text3)
     if args.quick:
         return
     write_report("quarantine", "Quarantine: LeTCC(8, 24, adversaries=E), S = 2",
                  [f"## Part 1: {R} rounds per arm on 24 worker processes, the same inputs and draws within a pair\n\n"
                   + text,
                   f"## Part 2: relabelled answers found by evidence over rounds, {R2} rounds per arm\n\n"
-                  + "\n".join(f"- {d}" for d in descs) + "\n\n" + text2],
+                  + "\n".join(f"- {d}" for d in descs) + "\n\n" + text2,
+                  "## Part 3: where the holes go (MSE ratio to the decode with only the stragglers missing)\n\n"
+                  + text3],
                  notes=__doc__.split("\n\n", 1)[1].rsplit("\n\nRun:", 1)[0], out_dir=args.out)
 
 

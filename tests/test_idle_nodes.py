@@ -15,18 +15,20 @@ import letcc
 from letcc.codes.idle_nodes import IdleNodes
 
 
-def fresh_mse(code, holes, rounds=300, seed=None):
-    """Mean squared error of code.decode with `holes` unanswered, over fresh
-    smooth functions tanh(W x / sqrt(d)) + c of random inputs (the test's own)."""
+def fresh_mse(code, holes, rounds=300, seed=None, stragglers=2):
+    """Mean squared error of code.decode with `holes` unanswered and
+    `stragglers` other nodes at random each round, over fresh smooth functions
+    tanh(W x / sqrt(d)) + c of random inputs (the test's own)."""
     rng = np.random.default_rng(seed)
     d = 12
-    avail = np.setdiff1d(np.arange(code.N), holes)
+    others = np.setdiff1d(np.arange(code.N), holes)
     err = 0.0
     for _ in range(rounds):
         W, c = rng.standard_normal((6, d)) * rng.uniform(0.5, 2.0), rng.standard_normal(6)
         f = lambda x: np.tanh(x @ W.T / np.sqrt(d)) + c      # noqa: E731
         X = rng.standard_normal((code.K, d))
         Y = f(np.asarray(code.encode(X)))
+        avail = np.setdiff1d(others, rng.choice(others, stragglers, replace=False))
         err += np.mean((code.decode(Y[avail], avail) - f(X)) ** 2)
     return err / rounds
 
@@ -48,13 +50,12 @@ def test_the_chosen_holes_cost_fresh_functions_less_than_random_holes(make):
     code = make()
     seed = int(np.random.default_rng().integers(1 << 31))
     for q in (1, 2):
-        chosen = fresh_mse(code, code.idle_nodes(q), seed=seed)
+        chosen = fresh_mse(code, code.idle_nodes(q), seed=seed)      # 2 random stragglers besides
         rng = np.random.default_rng(seed + 1)
-        drawn = [fresh_mse(code, rng.choice(code.N, q, replace=False), rounds=100, seed=seed) for _ in range(12)]
-        # below the median of random holes, and far below their mean (a hole midway
-        # between two input nodes costs the spline decode tens of times more)
-        assert chosen <= np.median(drawn), (q, chosen, sorted(drawn))
-        assert chosen < 0.5 * np.mean(drawn), (q, chosen, np.mean(drawn))
+        drawn = [fresh_mse(code, rng.choice(code.N, q, replace=False), rounds=150, seed=seed) for _ in range(16)]
+        # below the mean of random holes (measured over seeds: 0.56-0.86x at q = 1, 0.34-0.69x
+        # at q = 2, where two holes side by side or midway between input nodes cost most)
+        assert chosen < (1.0 if q == 1 else 0.85) * np.mean(drawn), (q, chosen, sorted(drawn))
 
 
 def test_the_greedy_pair_costs_what_the_exhaustive_pair_costs():
@@ -63,22 +64,25 @@ def test_the_greedy_pair_costs_what_the_exhaustive_pair_costs():
     cost = lambda holes: code._idle.cost(list(holes), code.encode, code._idle_decoder())   # noqa: E731
     best = min(cost(p) for p in itertools.combinations(range(code.N), 2))
     full = cost([])
-    # the pair's extra error over the full decode is within 25% of the best pair's
+    # the pair's extra cost over the full decode's is within 25% of the best pair's
     assert cost(pair) - full <= 1.25 * (best - full) + 1e-12 * full, (cost(pair), best, full)
 
 
 def test_the_cost_is_the_decode_error_written_out():
     code = letcc.LeTCC(6, 14)
     idle = IdleNodes(code.K, code.N, 1)
-    decode = code._idle_decoder()
     holes = [3, 9]
-    got = idle.cost(holes, code.encode, decode)
+    got = idle.cost(holes, code.encode, code._idle_decoder())
     Y, exact = idle._rounds
-    avail = np.setdiff1d(np.arange(code.N), holes)
-    # the plain linear decode of those answers (the public decode of a linear-space code)
+    # the plain linear decode of the answers left (the public decode of a linear-space code),
+    # with the holes missing, plus its mean over one of their nearest answered neighbours missing too
     lin = letcc.LeTCC(6, 14, output_space="linear")
-    est = lin.decode(Y[avail], avail)
-    np.testing.assert_allclose(got, np.sum((est - exact) ** 2), rtol=1e-10)
+
+    def err(missing):
+        avail = np.setdiff1d(np.arange(code.N), missing)
+        return np.sum((lin.decode(Y[avail], avail) - exact) ** 2)
+    want = err(holes) + np.mean([err(holes + [j]) for j in (2, 4, 8, 10)])
+    np.testing.assert_allclose(got, want, rtol=1e-10)
 
 
 @pytest.mark.parametrize("code", [letcc.Uncoded(4), letcc.Replication(4, 8), letcc.LeTCC(4, 10, systematic=True),

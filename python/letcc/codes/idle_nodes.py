@@ -12,15 +12,18 @@ chooses, fall where they fall.
 
 ``IdleNodes`` finds the order greedily: the node whose absence costs the
 decode least, then the node that costs least next to it, and so on. The cost
-is the squared error of the K estimates summed over ``ROUNDS`` honest
-synthetic rounds of the code's own encode and its plain decode in the linear
-space, through the random smooth networks the clean-round test calibrates on
-(letcc.codes.clean_round.synthetic_network; why they stand for a real model
-is said there), every other worker answering. Deterministic (a fixed seed),
-computed on first use per code and kept: O(q N) decodes of ROUNDS stacked
-rounds, tens of milliseconds. Greedy is not exhaustive: for q = 2 on
-LeTCC(8, 24) it is the exhaustive pair's cost within the synthetic noise
-(tests/test_idle_nodes.py).
+of a set of unanswered nodes is the squared error of the K estimates summed
+over ``ROUNDS`` honest synthetic rounds of the code's own encode and its plain
+decode in the linear space, through the random smooth networks the
+clean-round test calibrates on (letcc.codes.clean_round.synthetic_network;
+why they stand for a real model is said there): with every other worker
+answering, plus its mean over one of the holes' neighbours (the nearest
+answered node on either side) missing too. The second term is the stragglers
+nobody chooses: a hole beside a straggler is a gap twice as wide, and
+without it the order prefers middle nodes that are cheap alone and costly
+beside a straggler. Deterministic (a fixed seed), computed on first use per
+code and kept: O(q^2 N) decodes of ROUNDS stacked rounds. Greedy is not exhaustive: on LeTCC(8, 24) its pair is the
+exhaustive best pair (tests/test_idle_nodes.py).
 """
 from __future__ import annotations
 
@@ -65,14 +68,36 @@ class IdleNodes:
         return np.asarray(self._order[:q], dtype=np.int64)
 
     def cost(self, idle, encode: Callable, decode: Callable) -> float:
-        """Squared error of the plain decode over the synthetic rounds, the
-        nodes ``idle`` unanswered and every other one answered."""
+        """The squared error of the plain decode over the synthetic rounds
+        with the nodes ``idle`` unanswered and every other one answered, plus
+        its mean over one of their neighbours unanswered too."""
+        idle = [int(j) for j in idle]
+        err = self.error(idle, encode, decode)
+        beside = self.neighbours(idle)
+        if not beside or self.N - len(idle) <= self.min_answers:
+            return err
+        return err + float(np.mean([self.error(idle + [j], encode, decode) for j in beside]))
+
+    def neighbours(self, idle) -> list:
+        """The answered nodes next to the unanswered ones (the nearest on
+        each side, in node order): where one more missing node widens a gap."""
+        answered = [j for j in range(self.N) if j not in idle]
+        out = set()
+        for h in idle:
+            left = [j for j in answered if j < h]
+            right = [j for j in answered if j > h]
+            out.update(([left[-1]] if left else []) + ([right[0]] if right else []))
+        return sorted(out)
+
+    def error(self, missing, encode: Callable, decode: Callable) -> float:
+        """The squared error of the plain decode over the synthetic rounds,
+        the nodes ``missing`` unanswered."""
         if self._rounds is None:
             rng = np.random.default_rng([SEED, self.K, self.N, 1])
             X = rng.standard_normal((self.K, ROUNDS, DIM_IN))
             f = synthetic_network(rng, ROUNDS)
             self._rounds = (f(np.asarray(encode(X), dtype=np.float64)), f(X))
         Y, exact = self._rounds
-        avail = np.setdiff1d(np.arange(self.N), np.asarray(idle, dtype=np.int64))
+        avail = np.setdiff1d(np.arange(self.N), np.asarray(missing, dtype=np.int64))
         est = np.asarray(decode(avail, np.ascontiguousarray(Y[avail])), dtype=np.float64)
         return float(np.sum((est - exact) ** 2))

@@ -194,7 +194,7 @@ class CodedRounds:
                 st.quarantined = quarantine.left()
         if rows is not None:                  # after the bookkeeping: stats() agrees with the futures
             ctx.requests.resolve_rows(fl.requests, rows, approximate=not self.code.decodes_exactly,
-                                      answered=sorted(answered), round_id=fl.id)
+                                      answered=sorted(answered), round_id=fl.id, nodes=fl.rnd.nodes)
         left = [r for r in fl.requests if r is not None and r.state == "flight"]
         if retry:
             ctx.requests.requeue(left, f"round {fl.id}: no worker answered ({fl.waiter.failed or 'none'})")

@@ -58,11 +58,16 @@ class RequestInfo:
         an exact answer).
     round_id : int
         The round (or task) it came from.
+    nodes : tuple or None
+        The code's node each worker of ``answered`` computed, in that order,
+        where the round assigned nodes to workers (a quarantine:
+        ``letcc.runtime.Quarantine``); None where worker j computed node j.
     """
     approximate: bool
     latency: float
     answered: tuple
     round_id: int
+    nodes: tuple | None = None
 
 
 def pad_groups(requests: list, K: int, row_shape: tuple, dtype) -> np.ndarray:

@@ -129,11 +129,12 @@ class RequestQueue:
         self.fail(req, TimeoutError(f"no estimate within the request's deadline of {budget:g} s {where}"),
                   counted=False)
 
-    def resolve_rows(self, reqs, rows, *, approximate: bool, answered, round_id: int) -> int:
+    def resolve_rows(self, reqs, rows, *, approximate: bool, answered, round_id: int, nodes=None) -> int:
         """Request i's result is rows[i] (None: not a request any more): the
         futures resolved, their latencies recorded under one stats lock (and
         the approximate ones counted). A request submitted with info=True gets
-        (rows[i], RequestInfo). The number resolved."""
+        (rows[i], RequestInfo); nodes: the round's (N,) assignment of nodes
+        to workers, or None. The number resolved."""
         live = []
         for i, req in enumerate(reqs):
             if req is None or req.state == "done":
@@ -153,10 +154,11 @@ class RequestQueue:
                 st.counts["approximate"] += len(live)
             st.latencies.extend([now - req.t_submit for req, _ in live])
         answered = tuple(int(j) for j in answered)
+        at = None if nodes is None else tuple(int(nodes[j]) for j in answered)
         for req, i in live:
             value = rows[i]
             if req.want_info:
-                value = (value, RequestInfo(approximate, now - req.t_submit, answered, round_id))
+                value = (value, RequestInfo(approximate, now - req.t_submit, answered, round_id, at))
             try:
                 req.future.set_result(value)
             except Exception:                  # InvalidStateError: resolved already
