@@ -142,9 +142,9 @@ def evidence_run(f, images, E, R, quarantine, seed):
         out = np.asarray(f(np.asarray(code.encode(X))), dtype=np.float64)     # (N, classes): node order
         exact = np.asarray(f(X), dtype=np.float64)
         excluded = q.excluded() if q is not None else frozenset()
-        out = sorted(excluded)                      # the quarantined take the nodes the decode misses least
-        nodes = q.assign_nodes(N, out, code.idle_nodes(len(out)) if out else None) if q is not None \
-            else np.arange(N)
+        left_out = sorted(excluded)                 # the quarantined take the nodes the decode misses least
+        nodes = q.assign_nodes(N, left_out, code.idle_nodes(len(left_out)) if left_out else None) \
+            if q is not None else np.arange(N)
         if q is not None:
             q.launch()
         late = set(rng.choice(N, S, replace=False).tolist())

@@ -48,12 +48,13 @@ class IdleNodes:
     decode : (avail, Y) -> (K, ...) the plain linear-space decode of the
     answers Y of the ascending int64 nodes avail; min_answers : the fewest
     answers ``decode`` takes (q may leave no fewer). Holds plain data only
-    (the order and the synthetic rounds): a code that keeps one still pickles."""
+    (the order and the synthetic rounds), no reference to its code."""
 
     def __init__(self, K: int, N: int, min_answers: int) -> None:
         self.K, self.N, self.min_answers = int(K), int(N), int(min_answers)
         self._order: list[int] = []
-        self._rounds = None              # (coded outputs (N, R, m), exact outputs (K, R, m)), made on first use
+        # (coded outputs (N, R, m), exact outputs (K, R, m)), made on first use
+        self._rounds: tuple[np.ndarray, np.ndarray] | None = None
 
     def __call__(self, q, encode: Callable, decode: Callable) -> np.ndarray:
         most = self.N - self.min_answers
