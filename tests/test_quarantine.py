@@ -163,35 +163,51 @@ def test_binomial_tail_against_scipy():
         assert binomial_tail(t, a, p) == pytest.approx(want, rel=1e-9, abs=1e-300)
 
 
-def top_reference(stream, alpha, W):
+def top_reference(stream, alpha, W, rounds):
     """The evidence rule written out: each round appends (top?, 1/n) to every
     answering worker's record (its last W answered rounds, while not out); the
-    round's top-scored worker is quarantined (forever here: rounds is huge, cap
-    N) when P(Bin(a, mean 1/n) >= its tops) <= alpha, by scipy."""
+    round's top-scored worker is quarantined when P(Bin(a, mean 1/n) >= its
+    tops) <= alpha, by scipy, for `rounds` launches doubled per earlier
+    quarantine (cap N); a worker back from one is tested every round it
+    answers until its record no longer condemns it."""
     from scipy.stats import binom
-    record, out, got = {}, set(), []
-    for answered, top in stream:
-        answered = [j for j in sorted(answered) if j not in out]
+    record, until, times, probation, got = {}, {}, {}, set(), []
+
+    def condemned(j):
+        r = record[j]
+        t, p = sum(h for h, _ in r), np.mean([q for _, q in r])
+        return binom.sf(t - 1, len(r), p) <= alpha
+
+    for r, (answered, top) in enumerate(stream):
+        for j in [j for j, t in until.items() if t <= r]:       # released at launch r
+            del until[j]
+            probation.add(j)
+        answered = [j for j in sorted(answered) if j not in until]
         for j in answered:
             record.setdefault(j, []).append((j == top, 1 / len(answered)))
             record[j] = record[j][-W:]
-        new = []
-        if top in answered:
-            r = record[top]
-            t, p = sum(h for h, _ in r), np.mean([q for _, q in r])
-            if binom.sf(t - 1, len(r), p) <= alpha:
-                new = [top]
-                out.add(top)
-        got.append(new)
+        new = [top] if top in answered and condemned(top) else []
+        for j in sorted(probation.intersection(answered)):
+            if j not in new:
+                if condemned(j):
+                    new.append(j)
+                else:
+                    probation.discard(j)
+        for j in sorted(new):
+            until[j] = r + 1 + (rounds << min(times.get(j, 0), 4))
+            times[j] = times.get(j, 0) + 1
+            probation.discard(j)
+        got.append(sorted(new))
     return got
 
 
 @pytest.mark.parametrize("trial", range(4))
 def test_the_top_scored_rule_matches_it_written_out(trial):
     rng = np.random.default_rng()
-    N, R, W, alpha = 10, 300, int(rng.integers(5, 40)), float(10 ** -rng.uniform(2, 6))
+    N, R, W, alpha = 10, 400, int(rng.integers(5, 40)), float(10 ** -rng.uniform(2, 6))
+    rounds = int(rng.integers(3, 30))
     liars = set(rng.choice(N, size=2, replace=False).tolist())
-    q = Quarantine(rounds=10 ** 6, max_workers=N, top_alpha=alpha, top_window=W)
+    q = Quarantine(rounds=rounds, max_workers=N, top_alpha=alpha, top_window=W)
     stream, got = [], []
     for _ in range(R):
         answered = sorted(rng.choice(N, size=int(rng.integers(6, N + 1)), replace=False).tolist())
@@ -201,8 +217,34 @@ def test_the_top_scored_rule_matches_it_written_out(trial):
         top = int(rng.choice(cand)) if cand and rng.random() < 0.5 else int(rng.choice(sent))
         stream.append((answered, top))
         got.append(q.observe(sent, [], top))
-    assert got == top_reference(stream, alpha, W)
+    assert got == top_reference(stream, alpha, W, rounds)
     assert {j for _, j, _ in q.history} <= set(range(N))
+
+
+def test_a_liar_back_from_quarantine_is_sent_back_after_one_round_and_a_cleared_worker_is_not():
+    N, liar, other = 10, 3, 7
+    q = Quarantine(flags=1, window=1, rounds=5, max_workers=1, top_alpha=1e-2, top_window=50)
+
+    def round_(flagged, top):
+        """One round as the engine runs it: who is out, then launch, then the decode's report."""
+        out = q.excluded()
+        q.launch()
+        return out, q.observe([j for j in range(N) if j not in out], flagged, top)
+
+    # worker 7, flagged once, takes the one place; the liar is top-scored meanwhile (cap full)
+    assert round_([other], liar) == (frozenset(), [other])
+    for _ in range(5):
+        assert round_([], liar) == ({other}, [])
+    assert round_([], liar) == (frozenset(), [liar])   # 7 back; the liar 7 of 7 rounds top-scored
+    for top in (0, 1, 2, 4, 5):                      # honest tops, spread as chance spreads them
+        assert round_([], top) == ({liar}, [])
+    # back, not top-scored this round: 7 of 8 rounds still condemn it -> out again at once
+    assert round_([], 6) == (frozenset(), [liar])
+    assert [(j, span) for _, j, span in q.history] == [(other, 5), (liar, 5), (liar, 10)]
+    # worker 7 came back with an innocent top record: cleared by its first round, never re-tested
+    assert other not in q._probation and liar not in q._probation
+    for top in (8, 9, 0):
+        assert round_([], top) == ({liar}, [])
 
 
 def test_honest_tops_at_chance_quarantine_nobody_and_a_liar_top_a_third_of_the_time_is_found():

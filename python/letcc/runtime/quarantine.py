@@ -45,6 +45,13 @@ Bernoullis with those means is no more spread out than that binomial, Hoeffding
 over R rounds and N workers at most about ``top_alpha * N * R`` honest
 quarantines (each a straggler more for its span). Unlike the flag record,
 this record is kept across a quarantine: it ages only as the worker answers.
+A worker back from a quarantine is on probation: its record is tested every
+round it answers, not only when it is top-scored, until the record no longer
+condemns it. A liar whose record still does is sent back after its first
+round instead of after its next top-scored one (a relabelling liar is
+top-scored in about a third of its rounds: bench/results/quarantine.md); an
+honest worker quarantined by chance was quarantined the round its tail
+crossed ``top_alpha``, so one round back without being top-scored clears it.
 """
 from __future__ import annotations
 
@@ -114,6 +121,7 @@ class Quarantine:
         self.launched = 0                       # rounds launched (the clock of the quarantines)
         self._record: dict = {}                 # worker -> deque of bool (flagged), its answered rounds
         self._until: dict = {}                  # worker -> launch count at which it is back
+        self._probation: set = set()            # back from a quarantine, its top record not yet cleared
         self.times: dict = {}                   # worker -> how often it was quarantined
         self.history: list = []                 # (launch count, worker, rounds): every quarantine
 
@@ -127,9 +135,11 @@ class Quarantine:
         if not self._until:
             return frozenset()
         back = [j for j, t in self._until.items() if t <= self.launched]
-        for j in back:                          # served its time: back with a clean record
+        for j in back:                          # served its time: back with a clean flag record
             del self._until[j]
             self._record.pop(j, None)
+            if self.top_alpha is not None:      # and its top record on probation
+                self._probation.add(j)
         return frozenset(self._until)
 
     def left(self) -> dict:
@@ -180,8 +190,16 @@ class Quarantine:
         new = []
         if top is not None and self.top_alpha is not None:
             top = int(top)
-            if top not in self._until and self._top_evidence(answered, top) <= self.top_alpha:
+            self._add_top_round(answered, top)
+            if top in answered and top not in self._until and self._top_tail(top) <= self.top_alpha:
                 new.append(top)
+            for j in sorted(self._probation.intersection(answered)):
+                if j in new or j in self._until:
+                    continue
+                if self._top_tail(j) <= self.top_alpha:
+                    new.append(j)               # its record still condemns it: back out
+                else:
+                    self._probation.discard(j)  # cleared
         for j in answered:
             if j in self._until:
                 continue
@@ -203,12 +221,13 @@ class Quarantine:
             self._until[j] = self.launched + span
             self.times[j] = n + 1
             self.history.append((self.launched, j, span))
+            self._probation.discard(j)
             out.append(j)
         return sorted(out)
 
-    def _top_evidence(self, answered, top: int) -> float:
+    def _add_top_round(self, answered, top: int) -> None:
         """Append this round to the top-scored records of the answering workers
-        (not quarantined); the binomial tail of ``top``'s record."""
+        (not quarantined)."""
         tops, p, W = self._tops, 1.0 / len(answered), self.top_window
         for j in answered:
             if j in self._until:
@@ -217,8 +236,11 @@ class Quarantine:
             if seen is None:
                 seen = tops[j] = deque(maxlen=W)
             seen.append((j == top, p))
-        seen = tops.get(top)
-        if seen is None:                        # top is not among the answers: nothing to test
+
+    def _top_tail(self, j: int) -> float:
+        """The binomial tail of worker j's top-scored record (1: no record)."""
+        seen = self._tops.get(j)
+        if seen is None:                        # never answered: nothing to test
             return 1.0
         t = sum(1 for hit, _ in seen if hit)
         return binomial_tail(t, len(seen), sum(q for _, q in seen) / len(seen))
