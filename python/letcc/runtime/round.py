@@ -125,7 +125,7 @@ class RoundEngine:
         nodes = None
         if self.quarantine is not None and (self.quarantine.assigns_nodes or out):
             # the workers left out take the nodes the decode misses least (a node
-            # midway between two inputs can cost ~40x the MSE of an end node:
+            # midway between two inputs can cost ~45x the MSE of an end node:
             # letcc.codes.idle_nodes); None: the code has no such order
             idle = self.code.idle_nodes(len(out)) if out else None
             nodes = self.quarantine.assign_nodes(self.N, out, idle)

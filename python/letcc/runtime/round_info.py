@@ -42,8 +42,9 @@ class RoundInfo:
     top : the worker whose answer the code scored highest (None: the code
         scored nothing this round), the evidence the quarantine pools
     nodes : (N,) int64, the node each worker computed this round (the
-        quarantine's random assignment, ``Quarantine(top_alpha=...)``); None:
-        worker j computed node j. ``code.decode(Y, nodes[answered])`` is the
+        quarantine's random assignment, ``Quarantine(top_alpha=...)``, and
+        the quarantined workers at ``code.idle_nodes``); None: worker j
+        computed node j. ``code.decode(Y, nodes[answered])`` is the
         decode of the answers of ``answered``
     """
 
