@@ -183,10 +183,12 @@ py::array_t<double> rows_array(const std::vector<double>& rows, std::int64_t q, 
 // rows of y (2-D, C-contiguous float32/float64, (answers, m)) that `rows`
 // names in knot order (None: every row of y, in order), scored with the
 // detection spline `plan` at its knots (its factor; its query points play no
-// part) and one_minus_diag = 1 - H_ii (n). One pass over those rows
+// part) and one_minus_diag = 1 - H_ii (n). pair_inv (flat, 4 (n - 1): each
+// adjacent pair's (I - H_PP)^-1 row-major) not None: (s, loo, pair), the
+// pair scores too, from the same pass. One pass over those rows
 // (driver/locator.hpp), the GIL released.
 py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj, const py::object& omdobj,
-                         const py::object& rowsobj, int threads) {
+                         const py::object& rowsobj, int threads, const py::object& pairobj) {
     if (!py::isinstance<py::array>(yobj))
         throw py::type_error("y must be a numpy array (answers, outputs), got " +
                              std::string(py::str(py::type::of(yobj).attr("__name__"))));
@@ -202,6 +204,16 @@ py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj,
     if (omd.size() != n)
         throw py::value_error("one_minus_diag has " + std::to_string(omd.size()) + " entries but the plan has " +
                               std::to_string(n) + " knots");
+    std::vector<double> pinv;
+    const bool pairs = !pairobj.is_none();
+    if (pairs) {
+        pinv = as_f64_vector(py::array::ensure(pairobj), "pair_inv");
+        const std::size_t want = n >= 1 ? 4 * (n - 1) : 0;
+        if (pinv.size() != want)
+            throw py::value_error("pair_inv has " + std::to_string(pinv.size()) + " entries but the plan's " +
+                                  std::to_string(n) + " knots make " + std::to_string(n >= 1 ? n - 1 : 0) +
+                                  " adjacent pairs, 4 each (a flat array of 4 (n - 1))");
+    }
     std::vector<std::size_t> idx(n);
     if (rowsobj.is_none()) {
         if (rows_in_y != n)
@@ -226,16 +238,20 @@ py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj,
         }
     }
     py::array_t<double> s(static_cast<py::ssize_t>(n)), loo(static_cast<py::ssize_t>(n));
+    py::array_t<double> pair(static_cast<py::ssize_t>(pairs && n >= 1 ? n - 1 : 0));
     double* sp = s.mutable_data();
     double* lp = loo.mutable_data();
+    double* pp = pair.mutable_data();
     dispatch_float(kind, [&](auto tag) {
         using T = decltype(tag);
         const T* base = static_cast<const T*>(y.data());
         std::vector<const T*> ptrs(n);
         for (std::size_t i = 0; i < n; ++i) ptrs[i] = base + idx[i] * m;
         py::gil_scoped_release release;
-        driver::locator_scores<T>(plan.factor(), plan.tables(), ptrs.data(), m, omd.data(), threads, sp, lp);
+        driver::locator_scores<T>(plan.factor(), plan.tables(), ptrs.data(), m, omd.data(), threads, sp, lp,
+                                  pairs ? pinv.data() : nullptr, pp);
     });
+    if (pairs) return py::make_tuple(s, loo, pair);
     return py::make_tuple(s, loo);
 }
 
@@ -323,7 +339,7 @@ PYBIND11_MODULE(_core, mod) {
         },
         py::arg("x"), py::arg("at"), py::arg("c"), py::arg("end_factor"));
     mod.def("locator_scores", &locator_scores, py::arg("plan"), py::arg("y"), py::arg("one_minus_diag"),
-            py::arg("rows") = py::none(), py::arg("threads") = 0);
+            py::arg("rows") = py::none(), py::arg("threads") = 0, py::arg("pair_inv") = py::none());
     register_control(mod);
     register_output_space(mod);
     mod.def("set_num_threads", [](int k) { ThreadPool::instance().set_num_threads(k); }, py::arg("k"));

@@ -276,13 +276,13 @@ LETCC_MULTIVERSION(dense_tile_f32,
 
 LETCC_MULTIVERSION_LANES(locator_tile_f64,
                          (const PlanTables& p, const LocatorCoeffs& c, const double* const* rows, std::size_t c0,
-                          std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols),
-                         (p, c, rows, c0, tw, buf, sums, prefetch_cols), double)
+                          std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols, bool pairs),
+                         (p, c, rows, c0, tw, buf, sums, prefetch_cols, pairs), double)
 
 LETCC_MULTIVERSION_LANES(locator_tile_f32,
                          (const PlanTables& p, const LocatorCoeffs& c, const float* const* rows, std::size_t c0,
-                          std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols),
-                         (p, c, rows, c0, tw, buf, sums, prefetch_cols), float)
+                          std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols, bool pairs),
+                         (p, c, rows, c0, tw, buf, sums, prefetch_cols, pairs), float)
 #if defined(LETCC_X86_DISPATCH)
 namespace {
 const char* isa_name(Isa isa) {

@@ -43,14 +43,16 @@ void dense_tile_f32(const float* A, std::int64_t q, std::int64_t n, const float*
 // The spline locator's sums (locator.hpp) over columns [c0, c0 + tw) of the
 // rows rows[0 .. n) (each a pointer to a row of m elements, any rows of the
 // caller's array): sums (locator_sums_size(n) doubles) is overwritten with
-// this tile's rss, d1, d2. buf: locator_buffer_size(n, tw) doubles, any
+// this tile's rss, d1, d2 (and rr with pairs: locator_sums_size(n, pairs)). buf: locator_buffer_size(n, tw) doubles, any
 // alignment. prefetch_cols: where this thread's next tile starts, relative to
 // c0 (0: no prefetch). Compiler-vectorised, built per instruction set like the dense
 // kernel (locator_kernel.hpp).
 void locator_tile_f64(const PlanTables& p, const LocatorCoeffs& c, const double* const* rows, std::size_t c0,
-                      std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols = 0);
+                      std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols = 0,
+                      bool pairs = false);
 void locator_tile_f32(const PlanTables& p, const LocatorCoeffs& c, const float* const* rows, std::size_t c0,
-                      std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols = 0);
+                      std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols = 0,
+                      bool pairs = false);
 
 // The same entry points overloaded on the element type, so that code
 // templated on T (csrc/driver/) calls one name and never branches on dtype.
@@ -82,12 +84,14 @@ inline void dense_tile(const float* A, std::int64_t q, std::int64_t n, const flo
 }
 
 inline void locator_tile(const PlanTables& p, const LocatorCoeffs& c, const double* const* rows, std::size_t c0,
-                         std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols = 0) {
-    locator_tile_f64(p, c, rows, c0, tw, buf, sums, prefetch_cols);
+                         std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols = 0,
+                         bool pairs = false) {
+    locator_tile_f64(p, c, rows, c0, tw, buf, sums, prefetch_cols, pairs);
 }
 inline void locator_tile(const PlanTables& p, const LocatorCoeffs& c, const float* const* rows, std::size_t c0,
-                         std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols = 0) {
-    locator_tile_f32(p, c, rows, c0, tw, buf, sums, prefetch_cols);
+                         std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols = 0,
+                         bool pairs = false) {
+    locator_tile_f32(p, c, rows, c0, tw, buf, sums, prefetch_cols, pairs);
 }
 
 // The instruction set the compiler-vectorised kernels (dense, fit, generic

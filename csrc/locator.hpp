@@ -62,8 +62,11 @@ inline std::size_t locator_buffer_size(std::int64_t n, std::size_t tw) { return 
 
 // What one pass adds up: rss (n), d1 (n - 1), d2 (n - 2) packed as
 // sums[i], sums[n + i], sums[2 n + i] (d1[i] = ||y_i - y_{i+1}||^2,
-// d2[i] = ||y_i - y_{i+2}||^2).
-inline std::size_t locator_sums_size(std::int64_t n) { return 3 * static_cast<std::size_t>(n); }
+// d2[i] = ||y_i - y_{i+2}||^2); with `pairs`, also the adjacent residuals'
+// dot products rr[i] = r_i . r_{i+1} (n - 1) at sums[3 n + i].
+inline std::size_t locator_sums_size(std::int64_t n, bool pairs = false) {
+    return (pairs ? 4 : 3) * static_cast<std::size_t>(n);
+}
 
 namespace locator_detail {
 inline double np_min(double a, double b) { return std::isnan(a) ? a : std::isnan(b) ? b : (b < a ? b : a); }
@@ -96,6 +99,44 @@ inline void locator_scores_from_sums(std::size_t n, const double* sums, const do
         if (std::isinf(side)) side = 0.0;
         const double agree = np_max(np_max(nn, kSideWeight * side), 0.0);
         s[i] = np_min(loo[i], agree);
+    }
+}
+
+// The pair scores p (n - 1) from a pass's sums (with pairs): for the
+// adjacent answers i, i + 1 (P), their leave-two-out residuals
+//
+//   e_P = (I - H_PP)^-1 r_P        (the spline fitted without both, exact
+//                                   for a smoothing spline as loo_i is)
+//
+// with inv (n - 1, 4) = that 2 x 2 inverse per pair, row-major; member a's
+// squared norm from rss and rr (no second pass). Each member's agreement
+// with the answers on its outer side: out_i = min(d1[i - 1], d2[i - 2])
+// (answers i - 1, i - 2), out_{i+1} = min(d1[i + 1], d2[i + 1]) (i + 2,
+// i + 3), inf where there are none. Then
+//
+//   p_i = min(e_i, e_{i+1}, out_i, out_{i+1})
+//
+// large only when both members disagree with the spline through the rest
+// and with their outer neighbours: two wrong answers side by side, which
+// vouch for each other in the single scores (robust.py's docstring).
+inline void locator_pair_scores_from_sums(std::size_t n, const double* sums, const double* inv, double* p) {
+    using locator_detail::np_max;
+    using locator_detail::np_min;
+    const double inf = std::numeric_limits<double>::infinity();
+    const double* rss = sums;
+    const double* d1 = sums + n;
+    const double* d2 = sums + 2 * n;
+    const double* rr = sums + 3 * n;
+    for (std::size_t i = 0; i + 1 < n; ++i) {
+        const double* a = inv + 4 * i;
+        const double e0 = a[0] * a[0] * rss[i] + 2.0 * a[0] * a[1] * rr[i] + a[1] * a[1] * rss[i + 1];
+        const double e1 = a[2] * a[2] * rss[i] + 2.0 * a[2] * a[3] * rr[i] + a[3] * a[3] * rss[i + 1];
+        double out0 = inf, out1 = inf;
+        if (i >= 1) out0 = d1[i - 1];
+        if (i >= 2) out0 = np_min(out0, d2[i - 2]);
+        if (i + 2 < n) out1 = d1[i + 1];
+        if (i + 3 < n) out1 = np_min(out1, d2[i + 1]);
+        p[i] = np_max(np_min(np_min(e0, e1), np_min(out0, out1)), 0.0);
     }
 }
 

@@ -120,10 +120,12 @@ LETCC_LOC_INLINE double loc_sum(typename LocVec<W>::V a, const double* tail) {
     return l[0];
 }
 
-template <class T, int W>
-LETCC_LOC_INLINE void locator_tile(const PlanTables& p, const LocatorCoeffs& rc_, const T* const* rows,
-                                   std::size_t c0, std::size_t tw, double* buf, double* sums,
-                                   std::size_t prefetch_cols = 0) {
+// Pairs: also rr[k] = r_k . r_{k+1} (locator.hpp's sums layout), r_{k+1}
+// formed again from its three gamma rows (final, in cache) beside r_k.
+template <class T, int W, bool Pairs>
+LETCC_LOC_INLINE void locator_tile_impl(const PlanTables& p, const LocatorCoeffs& rc_, const T* const* rows,
+                                        std::size_t c0, std::size_t tw, double* buf, double* sums,
+                                        std::size_t prefetch_cols) {
     const std::int64_t n = p.n;
     const std::size_t nn = static_cast<std::size_t>(n);
     using V = typename LocVec<W>::V;
@@ -131,7 +133,8 @@ LETCC_LOC_INLINE void locator_tile(const PlanTables& p, const LocatorCoeffs& rc_
     double* rss = sums;
     double* d1 = sums + nn;
     double* d2 = sums + 2 * nn;
-    for (std::size_t i = 0; i < locator_sums_size(n); ++i) sums[i] = 0.0;
+    double* rr = sums + 3 * nn;     // written only with Pairs
+    for (std::size_t i = 0; i < locator_sums_size(n, Pairs); ++i) sums[i] = 0.0;
     if (n < 2) return;
 
     // d1 of the last pair (the forward substitution covers pairs 0 .. n - 3)
@@ -210,22 +213,34 @@ LETCC_LOC_INLINE void locator_tile(const PlanTables& p, const LocatorCoeffs& rc_
         const V vd = loc_set1<W>(d), vu1 = loc_set1<W>(u1), vu2 = loc_set1<W>(u2);
         const V vra = loc_set1<W>(ra), vrb = loc_set1<W>(rb), vrc = loc_set1<W>(rcc);
         V acc = loc_set1<W>(0.0);
+        // the next knot's residual (k + 1 < n: knot n - 1 has no next)
+        const bool pair = Pairs && k + 1 < nn;
+        const double* g3 = g + 3 * tw;
+        const double sa = pair ? rc_.ra[k + 1] : 0.0, sb = pair ? rc_.rb[k + 1] : 0.0,
+                     sc = pair ? rc_.rc[k + 1] : 0.0;
+        const V vsa = loc_set1<W>(sa), vsb = loc_set1<W>(sb), vsc = loc_set1<W>(sc);
+        V accp = loc_set1<W>(0.0);
         for (std::size_t j = 0; j < full; j += W) {
             const V h1 = loc_load<W>(g1 + j), h2 = loc_load<W>(g2 + j);
             const V h0 = loc_load<W>(g + j) * vd - vu1 * h1 - vu2 * h2;
             loc_store<W>(g + j, h0);
             const V r = vra * h0 + vrb * h1 + vrc * h2;
             acc += r * r;
+            if constexpr (Pairs) {
+                if (pair) accp += r * (vsa * h1 + vsb * h2 + vsc * loc_load<W>(g3 + j));
+            }
         }
-        double t[W] = {0};
+        double t[W] = {0}, tp[W] = {0};
         for (std::size_t j = full; j < tw; ++j) {
             const double h1 = g1[j], h2 = g2[j];
             const double h0 = g[j] * d - u1 * h1 - u2 * h2;
             g[j] = h0;
             const double r = ra * h0 + rb * h1 + rcc * h2;
             t[j - full] += r * r;
+            if (Pairs && pair) tp[j - full] += r * (sa * h1 + sb * h2 + sc * g3[j]);
         }
         rss[k] = loc_sum<W>(acc, t);
+        if (Pairs && pair) rr[k] = loc_sum<W>(accp, tp);
     }
 
     // knots 1 and 0 (gamma at knot 0 is zero: the natural end)
@@ -235,21 +250,50 @@ LETCC_LOC_INLINE void locator_tile(const PlanTables& p, const LocatorCoeffs& rc_
         const double rb1 = rc_.rb[1], rc1 = rc_.rc[1], rc0 = rc_.rc[0];
         const V vb1 = loc_set1<W>(rb1), vc1 = loc_set1<W>(rc1), vc0 = loc_set1<W>(rc0);
         V a0 = loc_set1<W>(0.0), a1 = loc_set1<W>(0.0);
+        // with Pairs: r_2 (knot 3's gamma row is zero when n = 3) for rr[1], and rr[0]
+        const double* g3 = buf + 4 * tw;
+        const double sa = rc_.ra[2], sb = rc_.rb[2], sc = rc_.rc[2];
+        const V vsa = loc_set1<W>(sa), vsb = loc_set1<W>(sb), vsc = loc_set1<W>(sc);
+        V p0 = loc_set1<W>(0.0), p1 = loc_set1<W>(0.0);
         for (std::size_t j = 0; j < full; j += W) {
             const V h1 = loc_load<W>(g1 + j), h2 = loc_load<W>(g2 + j);
             const V r1 = vb1 * h1 + vc1 * h2, r0 = vc0 * h1;
             a1 += r1 * r1;
             a0 += r0 * r0;
+            if constexpr (Pairs) {
+                p1 += r1 * (vsa * h1 + vsb * h2 + vsc * loc_load<W>(g3 + j));
+                p0 += r0 * r1;
+            }
         }
-        double t0[W] = {0}, t1[W] = {0};
+        double t0[W] = {0}, t1[W] = {0}, q0[W] = {0}, q1[W] = {0};
         for (std::size_t j = full; j < tw; ++j) {
             const double r1 = rb1 * g1[j] + rc1 * g2[j], r0 = rc0 * g1[j];
             t1[j - full] += r1 * r1;
             t0[j - full] += r0 * r0;
+            if (Pairs) {
+                q1[j - full] += r1 * (sa * g1[j] + sb * g2[j] + sc * g3[j]);
+                q0[j - full] += r0 * r1;
+            }
         }
         rss[1] = loc_sum<W>(a1, t1);
         rss[0] = loc_sum<W>(a0, t0);
+        if (Pairs) {
+            rr[1] = loc_sum<W>(p1, q1);
+            rr[0] = loc_sum<W>(p0, q0);
+        }
     }
+}
+
+// sums (locator_sums_size(n, pairs) doubles) of one tile: rss, d1, d2 and,
+// with pairs, rr (locator.hpp).
+template <class T, int W>
+LETCC_LOC_INLINE void locator_tile(const PlanTables& p, const LocatorCoeffs& rc_, const T* const* rows,
+                                   std::size_t c0, std::size_t tw, double* buf, double* sums,
+                                   std::size_t prefetch_cols = 0, bool pairs = false) {
+    if (pairs)
+        locator_tile_impl<T, W, true>(p, rc_, rows, c0, tw, buf, sums, prefetch_cols);
+    else
+        locator_tile_impl<T, W, false>(p, rc_, rows, c0, tw, buf, sums, prefetch_cols);
 }
 
 }  // namespace kernels

@@ -322,8 +322,11 @@ def test_last_clean_round_reports_the_top_scored_worker():
     F = np.arange(N)
     code.decode(Y, F)
     rep = code.last_clean_round
-    assert set(rep) == {"worker", "statistic", "threshold"} and rep["statistic"] <= rep["threshold"]
+    assert set(rep) == {"worker", "statistic", "threshold", "pair", "pair_statistic", "pair_threshold"}
+    assert rep["statistic"] <= rep["threshold"] and rep["pair_statistic"] <= rep["pair_threshold"]
     assert rep["threshold"] == code.clean_round_threshold(N, "linear")
+    assert rep["pair_threshold"] == code.clean_round_threshold(N, "linear", pair=True)
+    assert rep["pair"][1] == rep["pair"][0] + 1          # every worker answered: adjacent nodes
     Yc = Y.copy()
     Yc[9] = -Yc[9]
     code.decode(Yc, F)

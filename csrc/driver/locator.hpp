@@ -23,13 +23,13 @@
 namespace letcc {
 namespace driver {
 
-// sums (locator_sums_size(n)) of the rows rows[0 .. n) of m elements each,
-// for the spline whose factor and tables are f, p (n knots).
+// sums (locator_sums_size(n, pairs)) of the rows rows[0 .. n) of m elements
+// each, for the spline whose factor and tables are f, p (n knots).
 template <class T>
 void locator_sums(const ReinschFactor& f, const PlanTables& p, const T* const* rows, std::size_t m, int threads,
-                  double* sums) {
+                  double* sums, bool pairs = false) {
     const std::int64_t n = p.n;
-    const std::size_t ns = locator_sums_size(n);
+    const std::size_t ns = locator_sums_size(n, pairs);
     for (std::size_t i = 0; i < ns; ++i) sums[i] = 0.0;
     if (m == 0 || n < 2) return;
     const LocatorCoeffs c = locator_coeffs(f);
@@ -40,21 +40,26 @@ void locator_sums(const ReinschFactor& f, const PlanTables& p, const T* const* r
         double* buf = tls_scratch<double>(locator_buffer_size(n, w));
         // each thread runs a contiguous stretch of tiles (thread_pool.hpp):
         // its next tile is the adjacent one
-        locator_tile(p, c, rows, c0, w, buf, part.data() + (c0 / tw) * ns, c0 + 2 * tw <= m ? tw : 0);
+        locator_tile(p, c, rows, c0, w, buf, part.data() + (c0 / tw) * ns, c0 + 2 * tw <= m ? tw : 0, pairs);
     });
     for (std::size_t t = 0; t < ntiles; ++t)
         for (std::size_t i = 0; i < ns; ++i) sums[i] += part[t * ns + i];
 }
 
 // s and loo (n each) of the rows rows[0 .. n): locator.hpp's scores, omd
-// (n) = 1 - H_ii of the detection spline.
+// (n) = 1 - H_ii of the detection spline. pair_inv (n - 1 rows of 4, the
+// 2 x 2 (I - H_PP)^-1 of each adjacent pair) not null: also the pair scores
+// pair (n - 1) in the same pass (locator_pair_scores_from_sums).
 template <class T>
 void locator_scores(const ReinschFactor& f, const PlanTables& p, const T* const* rows, std::size_t m,
-                    const double* omd, int threads, double* s, double* loo) {
+                    const double* omd, int threads, double* s, double* loo, const double* pair_inv = nullptr,
+                    double* pair = nullptr) {
     const std::size_t n = static_cast<std::size_t>(p.n);
-    std::vector<double> sums(locator_sums_size(p.n));
-    locator_sums<T>(f, p, rows, m, threads, sums.data());
+    const bool pairs = pair_inv != nullptr;
+    std::vector<double> sums(locator_sums_size(p.n, pairs));
+    locator_sums<T>(f, p, rows, m, threads, sums.data(), pairs);
     locator_scores_from_sums(n, sums.data(), omd, s, loo);
+    if (pairs) locator_pair_scores_from_sums(n, sums.data(), pair_inv, pair);
 }
 
 }  // namespace driver

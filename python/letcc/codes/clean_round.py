@@ -49,10 +49,10 @@ import numbers
 import numpy as np
 
 from letcc.codes._plan_cache import PlanCache
-from letcc.codes.robust import DetectionSplines, detection_knots, locator_scores, round_statistic
+from letcc.codes.robust import PAIR_MIN_ANSWERS, DetectionSplines, detection_knots, locator_scores, round_statistic
 
 __all__ = ["FALSE_ALARM", "check_false_alarm", "calibrate", "calibration_rounds", "synthetic_outputs",
-           "synthetic_network", "CleanRoundTest", "CALIBRATIONS"]
+           "synthetic_network", "CleanRoundTest", "CALIBRATIONS", "PAIR_SHARE"]
 
 # the default false-alarm rate per honest round: a clean round of a code with
 # adversaries > 0 keeps all its answers with probability 1 - FALSE_ALARM
@@ -65,6 +65,10 @@ MIN_ROUNDS = 4000
 EXCEEDANCES = 20
 SETS = 64
 SEED = 28
+# the pair test's false-alarm rate, as a share of false_alarm (the single
+# test keeps false_alarm): a code with adversaries >= 2 erases in at most
+# (1 + PAIR_SHARE) false_alarm of the synthetic honest rounds
+PAIR_SHARE = 0.5
 DIM_IN, HIDDEN, DIM_OUT = 8, 16, 10
 BEND = (0.3, 3.0)          # g: the network's input gain (how far tanh bends)
 SHARPNESS = (1.0, 30.0)    # c: the classifier's logit scale (log space only)
@@ -127,17 +131,38 @@ def synthetic_outputs(encoder, K: int, rounds: int, space: str, rng: np.random.G
 
 
 def calibrate(encoder, beta: np.ndarray, K: int, n: int, space: str, false_alarm: float,
-              splines: DetectionSplines | None = None, seed: int = SEED) -> float:
+              splines: DetectionSplines | None = None, seed: int = SEED, pairs: bool = False):
     """The threshold on T for answering sets of n workers: the (1 -
     false_alarm) quantile of T over calibration_rounds(false_alarm) honest
-    synthetic rounds (see the module docstring). Deterministic for a seed."""
+    synthetic rounds (see the module docstring). Deterministic for a seed.
+
+    pairs: (that threshold, the threshold on the pair statistic T2): T2's
+    (1 - PAIR_SHARE * false_alarm) quantile over those rounds and more, up
+    to calibration_rounds(PAIR_SHARE * false_alarm) (the single threshold
+    is the same number with or without pairs)."""
     N = beta.shape[0]
     splines = DetectionSplines() if splines is None else splines
-    rng = np.random.default_rng([seed, K, N, n, space == "log"])
+    key = [seed, K, N, n, space == "log"]
     rounds = calibration_rounds(false_alarm)
+    stats, stats2 = _honest_statistics(encoder, beta, K, n, space, rounds, np.random.default_rng(key), splines, pairs)
+    single = float(np.quantile(stats, 1.0 - false_alarm, method="higher"))
+    if not pairs:
+        return single
+    more = calibration_rounds(PAIR_SHARE * false_alarm) - rounds
+    if more > 0:
+        stats2 = np.concatenate((stats2, _honest_statistics(encoder, beta, K, n, space, more,
+                                                            np.random.default_rng(key + [1]), splines, True)[1]))
+    return single, float(np.quantile(stats2, 1.0 - PAIR_SHARE * false_alarm, method="higher"))
+
+
+def _honest_statistics(encoder, beta, K, n, space, rounds, rng, splines, pairs):
+    """(T, T2) of `rounds` honest synthetic rounds, SETS answering sets of n
+    (T2 None without pairs), scored as spline_locate's test scores them."""
+    N = beta.shape[0]
     O = synthetic_outputs(encoder, K, rounds, space, rng)
     knots = detection_knots(beta)
     stats = np.empty(rounds)
+    stats2 = np.empty(rounds) if pairs else None
     per_set = -(-rounds // SETS)
     for j in range(SETS):
         lo, hi = j * per_set, min((j + 1) * per_set, rounds)
@@ -147,27 +172,49 @@ def calibrate(encoder, beta: np.ndarray, K: int, n: int, space: str, false_alarm
         t = knots[avail]
         Os = np.ascontiguousarray(O[avail, lo:hi].transpose(1, 0, 2))       # (r, n, m)
         for r in range(hi - lo):
-            s, loo = locator_scores(splines, t, Os[r], tested=True)         # as spline_locate's test
+            if stats2 is not None:
+                s, loo, p = locator_scores(splines, t, Os[r], tested=True, pairs=True)
+                stats2[lo + r] = round_statistic(p, loo)
+            else:
+                s, loo = locator_scores(splines, t, Os[r], tested=True)
             stats[lo + r] = round_statistic(s, loo)
-    return float(np.quantile(stats, 1.0 - false_alarm, method="higher"))
+    return stats, stats2
 
 
 class CleanRoundTest:
     """One code's clean-round thresholds, per (answers n, space), from the
-    process-wide CALIBRATIONS."""
+    process-wide CALIBRATIONS. pairs (a code with adversaries >= 2): the
+    pair test's thresholds too, from the same rounds (calibrate)."""
 
     def __init__(self, alpha: np.ndarray, beta: np.ndarray, lam_enc: float, encoder, false_alarm: float,
-                 splines: DetectionSplines):
-        self.false_alarm = false_alarm
-        self._key = (alpha.tobytes(), beta.tobytes(), float(lam_enc), false_alarm)
+                 splines: DetectionSplines, pairs: bool = False):
+        self.false_alarm, self.pairs = false_alarm, bool(pairs)
+        self._key = (alpha.tobytes(), beta.tobytes(), float(lam_enc), false_alarm, self.pairs)
         self._alpha, self._beta, self._encoder, self._splines = alpha, beta, encoder, splines
 
-    def threshold(self, n: int, space: str) -> float:
+    def thresholds(self, n: int, space: str):
         """The threshold on T for n answers decoded in `space` ('linear' or
-        'log'), calibrated on first use."""
+        'log'), calibrated on first use; with pairs, (on T, on T2)."""
         return CALIBRATIONS.get(self._key + (int(n), space), lambda: calibrate(
-            self._encoder, self._beta, self._alpha.shape[0], int(n), space, self.false_alarm, self._splines))
+            self._encoder, self._beta, self._alpha.shape[0], int(n), space, self.false_alarm, self._splines,
+            pairs=self.pairs and n >= PAIR_MIN_ANSWERS))
+
+    def threshold(self, n: int, space: str) -> float:
+        """The threshold on T (the single test) for n answers in `space`."""
+        r = self.thresholds(n, space)
+        return r[0] if isinstance(r, tuple) else r
+
+    def pair_threshold(self, n: int, space: str) -> float:
+        """The threshold on the pair statistic T2 for n answers in `space`
+        (inf where there is no pair test: adversaries < 2, n < 5)."""
+        r = self.thresholds(n, space)
+        return r[1] if isinstance(r, tuple) else np.inf
 
     def ratio_for(self, space: str):
         """n -> threshold(n, space), for robust.spline_locate's ``ratio``."""
         return lambda n: self.threshold(n, space)
+
+    def pair_ratio_for(self, space: str):
+        """n -> pair_threshold(n, space), for spline_locate's ``pair_ratio``
+        (None without pairs)."""
+        return (lambda n: self.pair_threshold(n, space)) if self.pairs else None

@@ -256,7 +256,8 @@ class LeTCC(Code):
         self.lam_enc = resolve_lam_enc(lam_enc, lam_dec, self.K, self.N)
         self.encoder = SplineSmoother(self.alpha, self.beta, lam=self.lam_enc)
         self._clean_test = None if self.false_alarm is None else CleanRoundTest(
-            self.alpha, self.beta, self.lam_enc, self.encoder, self.false_alarm, self._detection)
+            self.alpha, self.beta, self.lam_enc, self.encoder, self.false_alarm, self._detection,
+            pairs=self.adversaries >= 2)
         self._decoders = PlanCache(plan_cache_size)
         self._row_encoders = PlanCache(plan_cache_size)
         self.last_lam_dec: float | None = None
@@ -520,17 +521,23 @@ class LeTCC(Code):
         Dh = to_host_2d(Y if Z is None else Z)          # float32 or float64, scored in float64
         # the caller's threshold, else the calibrated clean-round test, else
         # (false_alarm=None) E erasures in every round
-        ratio = None if self.flag_threshold is not None or self._clean_test is None else \
-            self._clean_test.ratio_for("linear" if Z is None else "log")
+        calibrated = self.flag_threshold is None and self._clean_test is not None
+        space = "linear" if Z is None else "log"
+        ratio = self._clean_test.ratio_for(space) if calibrated else None
+        pair_ratio = self._clean_test.pair_ratio_for(space) if calibrated else None
         report: dict = {}
         pos = spline_locate(self.beta[srt], Dh, budget, self._detection, self.flag_threshold,
                             knots=self._knots[srt], ratio=ratio, report=report,
-                            rows=None if ascending else order)
+                            rows=None if ascending else order, pair_ratio=pair_ratio)
         if report:
             # evidence for the caller to pool over rounds: where a wrong answer hides in
             # one round, the top-scored worker is still the same adversary more often
             self.last_clean_round = {"worker": int(srt[report["top"]]), "statistic": report["statistic"],
                                      "threshold": report["threshold"]}
+            if "pair_top" in report:
+                self.last_clean_round.update(pair=tuple(int(srt[k]) for k in report["pair_top"]),
+                                             pair_statistic=report["pair_statistic"],
+                                             pair_threshold=report["pair_threshold"])
         if pos.size == 0:
             return avail, Y, Z, np.zeros(0, dtype=np.int64)
         flagged = np.sort(srt[pos])
@@ -541,18 +548,21 @@ class LeTCC(Code):
             return avail[keep_rows], None, take_rows(Z, keep_rows), flagged
         return avail[keep_rows], take_rows(Y, keep_rows), None, flagged
 
-    def clean_round_threshold(self, n: int, space: str = "linear") -> float:
+    def clean_round_threshold(self, n: int, space: str = "linear", pair: bool = False) -> float:
         """The clean-round test's threshold on the round statistic for n
         answers scored in `space` ('linear', or 'log' for probability
         answers), calibrated now if it is not yet (letcc.codes.clean_round;
-        about 0.5 s, then cached): call it ahead of serving for the answering-set
-        sizes expected, to keep the calibration out of the first rounds."""
+        about 0.5 s, 1 s with the pair test, then cached): call it ahead of
+        serving for the answering-set sizes expected, to keep the
+        calibration out of the first rounds. pair: the pair test's
+        threshold instead (adversaries >= 2; inf where no pair is tested:
+        adversaries < 2 or n < 5); both are calibrated by either call."""
         if self._clean_test is None:
             raise ValueError("this code has no clean-round test (false_alarm=None)")
         n = as_int(n, "n", 4, self.N)
         if space not in ("linear", "log"):
             raise ValueError(f"space must be 'linear' or 'log', got {space!r}")
-        return self._clean_test.threshold(n, space)
+        return self._clean_test.pair_threshold(n, space) if pair else self._clean_test.threshold(n, space)
 
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0

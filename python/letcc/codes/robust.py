@@ -102,11 +102,14 @@ from letcc.splines import SplineSmoother
 from letcc.splines.gcv import lam_scale
 
 __all__ = ["check_adversaries", "check_valid", "invalid_rows", "DetectionSplines", "erasable", "locator_scores",
-           "round_statistic", "spline_locate", "bw_needed", "bw_locator_values", "bw_locate"]
+           "PAIR_MIN_ANSWERS", "round_statistic", "spline_locate", "bw_needed", "bw_locator_values", "bw_locate"]
 
 
 # lam of the detection spline, in units of lam_scale (the Reinsch balance point)
 DETECTION_LAM_FACTOR = 1.0
+
+# answers a step needs to test pairs: a pair erased leaves at least 3
+PAIR_MIN_ANSWERS = 5
 
 
 class AdversariesTypeError(TypeError, ValueError):
@@ -130,37 +133,59 @@ def check_adversaries(E, N: int, maximum: int, why: str) -> int:
 
 class DetectionSplines:
     """Per answering set (its ascending detection knots, detection_knots):
-    the detection spline (the compiled plan at the knots), 1 - diag H and
-    the answers a test may erase (``erasable``), cached."""
+    the detection spline (the compiled plan at the knots), 1 - diag H, the
+    answers a test may erase (``erasable``) and, for the pair stage, each
+    adjacent pair's (I - H_PP)^-1, cached."""
 
     def __init__(self, maxsize: int = 128):
         self._cache = PlanCache(maxsize)
 
     def get(self, knots: np.ndarray):
-        """(plan, one_minus_diag, not_erasable) for the ascending `knots`:
-        plan a letcc._core.Plan (for locator_scores), the others (n,)
-        read-only (not_erasable: ~erasable(knots))."""
+        """(plan, one_minus_diag, not_erasable, pair_inv, pair_not_erasable)
+        for the ascending `knots` (n): plan a letcc._core.Plan (for
+        locator_scores), one_minus_diag and not_erasable (~erasable(knots))
+        (n,), pair_inv (4 (n - 1),) the 2 x 2 inverses row-major, pair i
+        being answers i, i + 1, pair_not_erasable (n - 1,): either member
+        not erasable; all read-only."""
         return self._cache.get(knots.tobytes(), lambda: _detection_spline(knots))
 
 
 def _detection_spline(knots: np.ndarray):
-    lam = DETECTION_LAM_FACTOR * lam_scale(knots, np.ones(knots.shape[0]))
+    n = knots.shape[0]
+    lam = DETECTION_LAM_FACTOR * lam_scale(knots, np.ones(n))
     plan = SplineSmoother(knots, knots, lam=lam, method="banded")
-    one_minus_diag = 1.0 - np.diag(plan.matrix())
+    H = plan.matrix()
+    one_minus_diag = 1.0 - np.diag(H)
     not_ok = ~erasable(knots)
-    one_minus_diag.flags.writeable = not_ok.flags.writeable = False
-    return plan._plan, one_minus_diag, not_ok
+    # (I - H_PP)^-1 of P = {i, i + 1}: [[a, -b], [-c, d]]^-1 = [[d, b], [c, a]] / (a d - b c)
+    a, d = one_minus_diag[:-1], one_minus_diag[1:]
+    b, c = np.diag(H, 1), np.diag(H, -1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pair_inv = (np.stack([d, b, c, a], axis=1) / (a * d - b * c)[:, None]).ravel()
+    pair_not_ok = not_ok[:-1] | not_ok[1:]
+    for arr in (one_minus_diag, not_ok, pair_inv, pair_not_ok):
+        arr.flags.writeable = False
+    return plan._plan, one_minus_diag, not_ok, pair_inv, pair_not_ok
 
 
-def locator_scores(splines: DetectionSplines, knots: np.ndarray, Y: np.ndarray, rows=None, tested: bool = False):
+def locator_scores(splines: DetectionSplines, knots: np.ndarray, Y: np.ndarray, rows=None, tested: bool = False,
+                   pairs: bool = False):
     """(s, loo), each (n,) float64: the locator's scores s_i = min(loo_i,
     agreement_i) and the leave-one-out scores loo_i (the module docstring)
     of the answers at the ascending detection `knots` (n), in one compiled
     pass: row rows[i] of Y (2-D C-contiguous float32/float64 (answers, m))
     is the answer at knots[i] (rows None: Y has n rows, in knot order).
     tested: the scores a test looks at, 0 where an answer may not be erased
-    (``erasable``)."""
-    plan, omd, not_erasable = splines.get(knots)
+    (``erasable``). pairs (n >= PAIR_MIN_ANSWERS): (s, loo, p), p (n - 1,)
+    the pair scores of the same pass (the module docstring; tested: 0 where
+    either member may not be erased)."""
+    plan, omd, not_erasable, pair_inv, pair_not_erasable = splines.get(knots)
+    if pairs:
+        s, loo, p = _core.locator_scores(plan, Y, omd, rows, 0, pair_inv)
+        if tested:
+            s[not_erasable] = 0.0
+            p[pair_not_erasable] = 0.0
+        return s, loo, p
     s, loo = _core.locator_scores(plan, Y, omd, rows)
     if tested:
         s[not_erasable] = 0.0
@@ -202,19 +227,24 @@ def round_statistic(s: np.ndarray, loo: np.ndarray) -> float:
     """The clean-round statistic max_i s_i / median_i loo_i (0 when every
     score is 0, inf when only the median is): free of the outputs' scale,
     of a constant added to every answer and of a rotation of the output
-    space, so one threshold serves any f of the same smoothness."""
-    top = float(s.max())
+    space, so one threshold serves any f of the same smoothness. The pair
+    statistic is the same with the pair scores for s."""
+    return _over_median(float(s.max()), loo)
+
+
+def _over_median(top: float, loo: np.ndarray) -> float:
+    if top <= 0.0:
+        return 0.0
     n = loo.shape[0]
     k = n // 2                      # the median, as np.median takes it (a quarter of its time)
     srt = np.sort(loo)              # (NaN last, as np.median's partition puts it)
     med = float(srt[k]) if n % 2 else float((srt[k - 1] + srt[k]) / 2.0)
-    if top <= 0.0:
-        return 0.0
     return top / med if med > 0.0 else np.inf
 
 
 def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSplines,
-                  flag_threshold=None, knots=None, ratio=None, report=None, rows=None) -> np.ndarray:
+                  flag_threshold=None, knots=None, ratio=None, report=None, rows=None,
+                  pair_ratio=None) -> np.ndarray:
     """Positions (into the ascending `nodes`) of the workers the spline
     locator erases, in the order erased (at most min(E, n - 3)). Y: the
     answers, a 2-D C-contiguous float32/float64 (answers, m) array whose row
@@ -227,29 +257,54 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     callable ``ratio(n_left)`` -> number: letcc.codes.clean_round's
     calibrated test), else flag_threshold ** 2; neither: always (E steps).
     A tested step looks only at the erasable answers (``erasable``).
+
+    ``pair_ratio`` (with ``ratio``; a number or a callable like it): the
+    pair stage (the module docstring). A step with 2 or more erasures left
+    also tests the top-scored adjacent pair's statistic against it, and
+    erases both members when it exceeds it by a larger factor than the
+    single statistic exceeds ``ratio`` (the stronger evidence acts first).
+
     ``report`` (a dict): filled with the first step's ``top`` (position of
-    the top-scored answer), ``statistic`` and ``threshold`` (None untested)."""
+    the top-scored answer), ``statistic`` and ``threshold`` (None untested)
+    and, where the first step tested pairs, ``pair_top`` (the positions of
+    the top pair), ``pair_statistic`` and ``pair_threshold``."""
     n = nodes.shape[0]
     steps = min(E, n - 3)
     if steps <= 0:
         return np.zeros(0, dtype=np.int64)
     if ratio is None and flag_threshold is not None:
         ratio = flag_threshold * flag_threshold
+    if ratio is None:
+        pair_ratio = None       # untested: E single erasures
     t = detection_knots(nodes) if knots is None else knots
     keep = np.arange(n)
     rows_k = rows
     erased: list = []
-    for _ in range(steps):
+    while len(erased) < steps:
         tk = t[keep] if erased else t
-        s, loo = locator_scores(splines, tk, Y, rows_k, tested=ratio is not None)
+        pairs = pair_ratio is not None and steps - len(erased) >= 2 and keep.size >= PAIR_MIN_ANSWERS
+        tested = ratio is not None
+        if pairs:
+            s, loo, p = locator_scores(splines, tk, Y, rows_k, tested=True, pairs=True)
+        else:
+            s, loo = locator_scores(splines, tk, Y, rows_k, tested=tested)
         i = int(s.argmax())
-        if ratio is not None:
-            r = ratio(keep.size) if callable(ratio) else ratio
-            stat = round_statistic(s, loo)
+        stat = round_statistic(s, loo)
+        r = (ratio(keep.size) if callable(ratio) else ratio) if tested else None
         if report is not None and not erased:
-            report.update(top=int(keep[i]), statistic=stat if ratio is not None else round_statistic(s, loo),
-                          threshold=r if ratio is not None else None)
-        if ratio is not None and not stat > r:
+            report.update(top=int(keep[i]), statistic=stat, threshold=r)
+        if pairs:
+            j = int(p.argmax())
+            stat2 = _over_median(float(p[j]), loo)
+            r2 = pair_ratio(keep.size) if callable(pair_ratio) else pair_ratio
+            if report is not None and not erased:
+                report.update(pair_top=(int(keep[j]), int(keep[j + 1])), pair_statistic=stat2, pair_threshold=r2)
+            if stat2 > r2 and not stat * r2 > stat2 * r:       # stat / r > stat2 / r2: the single acts
+                erased += [int(keep[j]), int(keep[j + 1])]
+                keep = np.concatenate((keep[:j], keep[j + 2:]))
+                rows_k = keep if rows is None else np.asarray(rows)[keep]
+                continue
+        if tested and not stat > r:
             break
         erased.append(int(keep[i]))
         keep = np.concatenate((keep[:i], keep[i + 1:]))
