@@ -378,6 +378,27 @@ void test_locator(std::size_t n, std::size_t m) {
     for (std::size_t i = 0; i < s32.size(); ++i)
         CHECK(std::abs(s32[i] - s64[i]) <= 1e-12 * std::abs(s64[i]), "locator n=%zu m=%zu: float32 rows differ from "
               "their float64 values: %.17g vs %.17g", n, m, s32[i], s64[i]);
+
+    // with pairs: the same rss, d1, d2 bit for bit, and rr[i] = r_i . r_{i+1}
+    // against the dense residuals; one and two threads alike
+    std::vector<double> rr_ref(n, 0.0);
+    for (std::size_t i = 0; i + 1 < n; ++i)
+        for (std::size_t c = 0; c < m; ++c) {
+            double hy0 = 0.0, hy1 = 0.0;
+            for (std::size_t k = 0; k < n; ++k) {
+                hy0 += H[i * n + k] * rows[k][c];
+                hy1 += H[(i + 1) * n + k] * rows[k][c];
+            }
+            rr_ref[i] += (rows[i][c] - hy0) * (rows[i + 1][c] - hy1);
+        }
+    std::vector<double> ps(locator_sums_size(static_cast<std::int64_t>(n), true)), ps1(ps.size());
+    driver::locator_sums<double>(plan.factor(), plan.tables(), rows.data(), m, 2, ps.data(), true);
+    driver::locator_sums<double>(plan.factor(), plan.tables(), rows.data(), m, 1, ps1.data(), true);
+    CHECK(ps == ps1, "locator pairs n=%zu m=%zu: one thread and two differ", n, m);
+    CHECK(std::equal(sums.begin(), sums.end(), ps.begin()), "locator pairs n=%zu m=%zu: rss, d1, d2 differ", n, m);
+    for (std::size_t i = 0; i + 1 < n && n >= 3; ++i)
+        CHECK(std::abs(ps[3 * n + i] - rr_ref[i]) <= 1e-9 * rscale, "locator rr n=%zu m=%zu i=%zu: %.17g vs %.17g",
+              n, m, i, ps[3 * n + i], rr_ref[i]);
 }
 
 void test_round_counter() {
