@@ -13,6 +13,11 @@ workers, in ascending order), m outputs per answer as m / 10 vectors of 10 class
                                 logits' spread is ~0.6): the clean-round test fires, the locator
                                 erases one, rescores, erases the other (a negated logit answer is
                                 not flagged on these smooth logits: it stays within their range)
+* logits, 2 adjacent erased     the same shift on two answers side by side (the 10th and 11th
+                                answering workers): the pair stage erases both in its first pass
+
+'no pair stage' is the same robust decoder with the pair stage off (its single thresholds, the
+locator pass without the adjacent residuals' dot products: the decoder before the pair stage).
 
 Each (case, m) times the decoders interleaved (plain, robust, plain on the honest answers, plain,
 ...) after warm-up calls that build the plans and the calibration, and reports the median of each
@@ -51,7 +56,8 @@ from letcc.codes import LeTCC
 
 K, N, S, E = 8, 24, 2, 2
 WIDTHS = (10, 1000, 10000, 100000)
-CASES = ("probabilities, clean", "probabilities, 2 sign-flipped", "logits, clean", "logits, 2 erased")
+CASES = ("probabilities, clean", "probabilities, 2 sign-flipped", "logits, clean", "logits, 2 erased",
+         "logits, 2 adjacent erased")
 
 
 def rounds(m: int, rng: np.random.Generator, F: np.ndarray) -> dict:
@@ -67,7 +73,9 @@ def rounds(m: int, rng: np.random.Generator, F: np.ndarray) -> dict:
     return {"probabilities, clean": (P, P),
             "probabilities, 2 sign-flipped": (flip.corrupt(P, F, np.random.default_rng(1))[0], P),
             "logits, clean": (L, L),
-            "logits, 2 erased": (ConstantShift(E, shift=10.0).corrupt(L, F, np.random.default_rng(1))[0], L)}
+            "logits, 2 erased": (ConstantShift(E, shift=10.0).corrupt(L, F, np.random.default_rng(1))[0], L),
+            "logits, 2 adjacent erased": (ConstantShift(workers=F[9:11].tolist(), shift=10.0).corrupt(
+                L, F, np.random.default_rng(1))[0], L)}
 
 
 def median_times(fns, budget_s: float, min_calls: int = 21, max_calls: int = 2001):
@@ -104,19 +112,24 @@ def main():
         for case in CASES:
             Y, honest = data[case]
             plain, rob, plain_h = LeTCC(K, N), LeTCC(K, N, adversaries=E), LeTCC(K, N)
+            singles = LeTCC(K, N, adversaries=E)
+            singles._clean_test.pairs = False       # no pair stage (the bench's own arm; not an option)
             flagged = rob.decode(Y, F, return_flagged=True)[1]
-            fns = [lambda: plain.decode(Y, F), lambda: rob.decode(Y, F)]
+            flagged1 = singles.decode(Y, F, return_flagged=True)[1]
+            fns = [lambda: plain.decode(Y, F), lambda: rob.decode(Y, F), lambda: singles.decode(Y, F)]
             if honest is not Y:
                 fns.append(lambda: plain_h.decode(honest, F))
             times, calls = median_times(fns, budget)
-            tp, tr = times[:2]
-            th = times[2] if honest is not Y else tp
+            tp, tr, t1 = times[:3]
+            th = times[3] if honest is not Y else tp
             rows.append([m, case, f"{tp * 1e6:.1f}", f"{th * 1e6:.1f}" if honest is not Y else "(same)",
-                         f"{tr * 1e6:.1f}", f"{tr / tp:.2f}x", f"{tr / th:.2f}x", flagged.size, calls])
+                         f"{tr * 1e6:.1f}", f"{tr / tp:.2f}x", f"{tr / th:.2f}x", flagged.size, calls,
+                         f"{t1 * 1e6:.1f}", f"{t1 / tp:.2f}x", flagged1.size])
             print(" | ".join(map(str, rows[-1])), flush=True)
     table = markdown_table(["m (outputs)", "answers", "plain LeTCC (us)", "plain LeTCC, honest answers (us)",
                             "LeTCC(adversaries=2) (us)", "robust / plain, same", "robust / plain, honest",
-                            "flagged", "calls each"], rows)
+                            "flagged", "calls each", "no pair stage (us)", "no pair stage / plain, same",
+                            "flagged, no pair stage"], rows)
     print(table)
     if args.quick:
         return
@@ -135,7 +148,7 @@ def compared(path: Path, label: str, rows) -> str:
     old = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 9 and cells[0].isdigit():
+        if len(cells) >= 9 and cells[0].isdigit():
             old[(int(cells[0]), cells[1])] = (cells[4], cells[5], cells[6])
     out = []
     for r in rows:

@@ -36,6 +36,17 @@ quantile), 64 answering sets, a fixed seed: deterministic, about 0.5 s
 n, space, false_alarm) and process, cached
 here (``CALIBRATIONS``), shared by every code with the same nodes.
 
+With adversaries >= 2 the locator also tests adjacent pairs (the pair
+stage, letcc.codes.robust): the pair statistic T2 = max pair score /
+median loo gets its own threshold, the (1 - PAIR_SHARE * false_alarm)
+quantile of T2 over the same rounds and more of the same family, up to
+``20 / (PAIR_SHARE * false_alarm)`` (a second stream of the seed, so the
+single test's threshold is the same number with or without pairs). A
+code with adversaries >= 2 thus erases an honest answer in at most
+(1 + PAIR_SHARE) false_alarm of the synthetic honest rounds (a union
+bound; the two tests fire on partly the same rounds), about 1 s per
+(n, space) at the default rate.
+
 Why it transfers, and where it does not: a real model is seen through the
 same encoder at the same nodes, so the curve each worker evaluates has the
 geometry the synthetic rounds have; what differs is how sharply f bends

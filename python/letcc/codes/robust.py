@@ -51,6 +51,30 @@ answers kept, with the detection spline of those (exact, nothing carried
 over from the previous step). The detection spline, 1 - H_ii and which
 answers a test may erase are cached per answering set (DetectionSplines).
 
+Pair stage (``pair_ratio``; LeTCC with adversaries >= 2). Two wrong
+answers on adjacent nodes vouch for each other: each one's nearest answer
+agrees with it, and the spline through the others is pulled towards both
+by the other one, so neither single score stands out (measured before this
+stage, the smooth f of bench/adversarial.py at E = 2: adjacent pairs were
+9% of the rounds, caught 33% of the time, and carried more than half of
+the MSE). The same pass also adds up the adjacent residuals' dot products
+r_i . r_{i+1}, and with them each adjacent pair P = {i, i + 1} gets
+
+    e_P  = (I - H_PP)^-1 r_P          the leave-two-out residuals (exact for a
+                                      smoothing spline, as loo_i is: the spline
+                                      through the other n - 2 answers)
+    p_i  = min(||e_P,i||^2, ||e_P,i+1||^2, out_i, out_{i+1})
+
+out_i, out_{i+1} being each member's smallest squared distance to the 2
+answers on its outer side. p_i is large only when both members disagree
+with the spline through the rest and with their outer neighbours: a
+wrong answer next to an honest one scores low (the honest one agrees with
+its outer side), so one liar never spends the budget on a pair. A step
+with 2 or more erasures left tests max p / median loo against its own
+calibrated threshold and erases the pair when that evidence is the
+stronger one (its excess over its threshold above the single statistic's);
+a clean round adds the dot products to its one pass and nothing else.
+
 Each step may first test the round (``ratio``): the top-scored answer is
 erased only while round_statistic (the top score over the median loo score)
 exceeds a threshold; LeTCC's default takes it calibrated at a stated
@@ -143,10 +167,11 @@ class DetectionSplines:
     def get(self, knots: np.ndarray):
         """(plan, one_minus_diag, not_erasable, pair_inv, pair_not_erasable)
         for the ascending `knots` (n): plan a letcc._core.Plan (for
-        locator_scores), one_minus_diag and not_erasable (~erasable(knots))
-        (n,), pair_inv (4 (n - 1),) the 2 x 2 inverses row-major, pair i
+        locator_scores), one_minus_diag (n,), not_erasable (~erasable(knots),
+        (n,)), pair_inv (4 (n - 1),) the 2 x 2 inverses row-major, pair i
         being answers i, i + 1, pair_not_erasable (n - 1,): either member
-        not erasable; all read-only."""
+        not erasable; the masks None where every answer is erasable (the
+        common case: nothing to mask); all read-only."""
         return self._cache.get(knots.tobytes(), lambda: _detection_spline(knots))
 
 
@@ -165,6 +190,8 @@ def _detection_spline(knots: np.ndarray):
     pair_not_ok = not_ok[:-1] | not_ok[1:]
     for arr in (one_minus_diag, not_ok, pair_inv, pair_not_ok):
         arr.flags.writeable = False
+    if not not_ok.any():
+        not_ok = pair_not_ok = None
     return plan._plan, one_minus_diag, not_ok, pair_inv, pair_not_ok
 
 
@@ -182,12 +209,12 @@ def locator_scores(splines: DetectionSplines, knots: np.ndarray, Y: np.ndarray, 
     plan, omd, not_erasable, pair_inv, pair_not_erasable = splines.get(knots)
     if pairs:
         s, loo, p = _core.locator_scores(plan, Y, omd, rows, 0, pair_inv)
-        if tested:
+        if tested and not_erasable is not None:
             s[not_erasable] = 0.0
             p[pair_not_erasable] = 0.0
         return s, loo, p
     s, loo = _core.locator_scores(plan, Y, omd, rows)
-    if tested:
+    if tested and not_erasable is not None:
         s[not_erasable] = 0.0
     return s, loo
 
@@ -229,16 +256,20 @@ def round_statistic(s: np.ndarray, loo: np.ndarray) -> float:
     of a constant added to every answer and of a rotation of the output
     space, so one threshold serves any f of the same smoothness. The pair
     statistic is the same with the pair scores for s."""
-    return _over_median(float(s.max()), loo)
+    return _over(float(s.max()), _median(loo))
 
 
-def _over_median(top: float, loo: np.ndarray) -> float:
-    if top <= 0.0:
-        return 0.0
+def _median(loo: np.ndarray) -> float:
     n = loo.shape[0]
     k = n // 2                      # the median, as np.median takes it (a quarter of its time)
     srt = np.sort(loo)              # (NaN last, as np.median's partition puts it)
-    med = float(srt[k]) if n % 2 else float((srt[k - 1] + srt[k]) / 2.0)
+    return float(srt[k]) if n % 2 else float((srt[k - 1] + srt[k]) / 2.0)
+
+
+def _over(top: float, med: float) -> float:
+    """A statistic: top over the median loo (0 when top is 0, inf when only the median is)."""
+    if top <= 0.0:
+        return 0.0
     return top / med if med > 0.0 else np.inf
 
 
@@ -289,13 +320,14 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
         else:
             s, loo = locator_scores(splines, tk, Y, rows_k, tested=tested)
         i = int(s.argmax())
-        stat = round_statistic(s, loo)
+        med = _median(loo)
+        stat = _over(float(s[i]), med)          # round_statistic(s, loo)
         r = (ratio(keep.size) if callable(ratio) else ratio) if tested else None
         if report is not None and not erased:
             report.update(top=int(keep[i]), statistic=stat, threshold=r)
         if pairs:
             j = int(p.argmax())
-            stat2 = _over_median(float(p[j]), loo)
+            stat2 = _over(float(p[j]), med)
             r2 = pair_ratio(keep.size) if callable(pair_ratio) else pair_ratio
             if report is not None and not erased:
                 report.update(pair_top=(int(keep[j]), int(keep[j + 1])), pair_statistic=stat2, pair_threshold=r2)
