@@ -279,9 +279,9 @@ def targets(rows, model):
                         verdict(r["mse"] < bw["mse"])])
             if E >= 2:
                 q = by[(E, adv, "no pair stage")]
+                qp = fmt(None if q["precision"] is None else 100 * q["precision"], ".1f")
                 out.append([f"(E={E} {adv} without the pair stage: recall / precision, MSE / adversary-free)",
-                            f"{100 * (q['recall'] or 0.0):.1f}% / {fmt(None if q['precision'] is None else 100 * q['precision'], '.1f')}%"
-                            f", {q['mse'] / free['mse']:.2f}x", "-"])
+                            f"{100 * (q['recall'] or 0.0):.1f}% / {qp}%, {q['mse'] / free['mse']:.2f}x", "-"])
     return markdown_table(["target (N = 24, S = 2, K = 8)", "clean-round LeTCC", "verdict"], out)
 
 

@@ -43,8 +43,15 @@ def ref_pair_scores(knots, Y):
 
 
 def masked_pairs(knots, p):
+    """p where a test may erase the pair: both members erasable, an answer
+    on either side, the hole from the one before to the one after at most
+    3.5 median gaps; else 0."""
+    n = knots.shape[0]
     ok = erasable(knots)
-    return np.where(ok[:-1] & ok[1:], p, 0.0)
+    gap = np.median(np.diff(knots))
+    keep = [0 < i < n - 2 and ok[i] and ok[i + 1] and knots[i + 2] - knots[i - 1] <= 3.5 * gap
+            for i in range(n - 1)]
+    return np.where(keep, p, 0.0)
 
 
 def ref_locate(knots, Y, E, ratio, pair_ratio):
@@ -68,7 +75,8 @@ def ref_locate(knots, Y, E, ratio, pair_ratio):
             p = masked_pairs(t, ref_pair_scores(t, Y[keep]))
             j = int(np.argmax(p))
             stat2, r2 = p[j] / med, pair_ratio(len(keep))
-            if stat2 > r2 and not stat / r > stat2 / r2:
+            i = int(np.argmax(s))
+            if stat2 > r2 and not (stat > r and (i in (j, j + 1) or stat / r > stat2 / r2)):
                 erased += [keep[j], keep[j + 1]]
                 del keep[j:j + 2]
                 continue
@@ -144,7 +152,8 @@ def test_pair_scores_with_rows_threads_and_the_test_mask(rng):
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a, b)
     p = locator_scores(ds, t, Y, tested=True, pairs=True)[2]
-    assert p[0] == 0.0 and np.array_equal(p[1:], want[2][1:])
+    np.testing.assert_array_equal(p, masked_pairs(t, want[2]))
+    assert p[0] == p[1] == p[-1] == 0.0 and (p > 0).sum() >= 3
 
 
 def test_pair_inv_errors_name_the_value(rng):
@@ -177,21 +186,29 @@ def test_spline_locate_with_pairs_erases_as_the_written_out_steps(trial, rng):
 
 
 def test_adjacent_liars_are_erased_as_a_pair_where_single_steps_fail(rng):
+    """A code's nodes (22 of LeTCC(8, 24)'s answering), two equal-shifted
+    answers side by side."""
     hits = {"pairs": 0, "singles": 0}
-    trials = 40
+    trials, skipped = 40, 0
+    beta = LeTCC(8, 24).beta
     for _ in range(trials):
-        n, m = 22, 10
-        t = random_knots(rng, n)
-        Y, i = adjacent_liars(rng, t, m)
-        nodes = -np.cos(t)
+        F = np.sort(rng.choice(24, 22, replace=False))
+        nodes = beta[F]
+        t = detection_knots(nodes)
+        Y, i = adjacent_liars(rng, t, 10)
+        if not masked_pairs(t, np.ones(21))[i]:
+            skipped += 1
+            continue                                   # a straggler beside the pair: not erasable as a pair
         for arm, pr in (("pairs", 30.0), ("singles", None)):
             rep: dict = {}
             got = spline_locate(nodes, Y, 2, DetectionSplines(), knots=t, ratio=30.0, pair_ratio=pr, report=rep)
             hits[arm] += sorted(got.tolist()) == [i, i + 1]
             if pr is not None:
                 assert {"pair_top", "pair_statistic", "pair_threshold"} <= set(rep)
-    # measured here (fixed thresholds of 30): 39 of 40 pairs erased with the stage, 21 without it
-    assert hits["pairs"] >= 0.9 * trials and hits["pairs"] >= hits["singles"] + 10, hits
+    # measured here (fixed thresholds of 30): every erasable pair erased with the stage,
+    # about half without it
+    tried = trials - skipped
+    assert tried >= trials // 2 and hits["pairs"] >= 0.9 * tried and hits["pairs"] >= hits["singles"] + 5, hits
 
 
 def test_one_liar_does_not_spend_the_budget_on_a_pair(rng):

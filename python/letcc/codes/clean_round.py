@@ -44,7 +44,7 @@ quantile of T2 over the same rounds and more of the same family, up to
 single test's threshold is the same number with or without pairs). A
 code with adversaries >= 2 thus erases an honest answer in at most
 (1 + PAIR_SHARE) false_alarm of the synthetic honest rounds (a union
-bound; the two tests fire on partly the same rounds), about 1 s per
+bound; the two tests fire on partly the same rounds), about 1.5 s per
 (n, space) at the default rate.
 
 Why it transfers, and where it does not: a real model is seen through the

@@ -103,7 +103,12 @@ class LeTCC(Code):
         the round's statistic (top score over the median leave-one-out
         score) exceeds a threshold, one erasure at a time, at most E minus
         the invalid answers, at least 3 answers kept (fewer than 4 answers:
-        none). The answers kept are decoded by the plain decoder, in the
+        none). With 2 or more erasures left, a step also tests adjacent
+        pairs (two wrong answers side by side vouch for each other in the
+        single scores): the pair whose members both disagree with the
+        spline through the rest and with their outer neighbours is erased
+        whole when that evidence is the stronger (the pair stage,
+        letcc.codes.robust). The answers kept are decoded by the plain decoder, in the
         space it would use (``output_space``): a round with nothing erased
         is decoded bit for bit as adversaries=0 decodes it. Probability
         answers are scored in the log space they are decoded in. Costs
@@ -126,7 +131,10 @@ class LeTCC(Code):
         answers), computed on first use for each (n, space), about 1 s,
         and cached per process (letcc.codes.clean_round.CALIBRATIONS). The
         rate on a real model's rounds is measured in
-        bench/results/adversarial.md. None: no test, E erasures in every
+        bench/results/adversarial.md. With adversaries >= 2 the pair test
+        has its own threshold at half that rate (about 1.5 s per (n, space)
+        for both), so at most 1.5 false_alarm of the synthetic honest
+        rounds erase an answer. None: no test, E erasures in every
         round (ApproxIFER's rule, the decoder before issue 28).
     valid : 'auto', None, 'simplex' or callable, default 'auto'
         With adversaries > 0: answers that cannot be right are erased before
@@ -200,8 +208,10 @@ class LeTCC(Code):
     indices, a tuple in alpha's order; None unless systematic=True). With adversaries > 0,
     ``last_clean_round``: the latest decode's clean-round test, a dict with
     the top-scored ``worker``, the round's ``statistic`` and the
-    ``threshold`` it was held to (None with false_alarm=None); None when
-    the locator did not run (fewer than 4 answers, nothing left of E, or
+    ``threshold`` it was held to (None with false_alarm=None), and where
+    the pair stage tested (adversaries >= 2, at least 5 answers) the
+    top-scored adjacent ``pair`` of workers, its ``pair_statistic`` and
+    ``pair_threshold``; None when the locator did not run (fewer than 4 answers, nothing left of E, or
     flag_threshold=inf). A wrong answer that one round cannot tell from an
     honest one (a relabelled class) is still top-scored far more often
     than an honest worker (bench/results/adversarial.md, first table: 2
@@ -552,7 +562,7 @@ class LeTCC(Code):
         """The clean-round test's threshold on the round statistic for n
         answers scored in `space` ('linear', or 'log' for probability
         answers), calibrated now if it is not yet (letcc.codes.clean_round;
-        about 0.5 s, 1 s with the pair test, then cached): call it ahead of
+        about 0.5 s, 1.5 s with the pair test, then cached): call it ahead of
         serving for the answering-set sizes expected, to keep the
         calibration out of the first rounds. pair: the pair test's
         threshold instead (adversaries >= 2; inf where no pair is tested:

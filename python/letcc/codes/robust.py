@@ -126,7 +126,7 @@ from letcc.splines import SplineSmoother
 from letcc.splines.gcv import lam_scale
 
 __all__ = ["check_adversaries", "check_valid", "invalid_rows", "DetectionSplines", "erasable", "locator_scores",
-           "PAIR_MIN_ANSWERS", "round_statistic", "spline_locate", "bw_needed", "bw_locator_values", "bw_locate"]
+           "PAIR_MIN_ANSWERS", "pair_erasable", "round_statistic", "spline_locate", "bw_needed", "bw_locator_values", "bw_locate"]
 
 
 # lam of the detection spline, in units of lam_scale (the Reinsch balance point)
@@ -169,8 +169,8 @@ class DetectionSplines:
         for the ascending `knots` (n): plan a letcc._core.Plan (for
         locator_scores), one_minus_diag (n,), not_erasable (~erasable(knots),
         (n,)), pair_inv (4 (n - 1),) the 2 x 2 inverses row-major, pair i
-        being answers i, i + 1, pair_not_erasable (n - 1,): either member
-        not erasable; the masks None where every answer is erasable (the
+        being answers i, i + 1, pair_not_erasable (~pair_erasable(knots),
+        (n - 1,)); not_erasable None where every answer is erasable (the
         common case: nothing to mask); all read-only."""
         return self._cache.get(knots.tobytes(), lambda: _detection_spline(knots))
 
@@ -187,11 +187,11 @@ def _detection_spline(knots: np.ndarray):
     b, c = np.diag(H, 1), np.diag(H, -1)
     with np.errstate(divide="ignore", invalid="ignore"):
         pair_inv = (np.stack([d, b, c, a], axis=1) / (a * d - b * c)[:, None]).ravel()
-    pair_not_ok = not_ok[:-1] | not_ok[1:]
+    pair_not_ok = ~pair_erasable(knots)
     for arr in (one_minus_diag, not_ok, pair_inv, pair_not_ok):
         arr.flags.writeable = False
     if not not_ok.any():
-        not_ok = pair_not_ok = None
+        not_ok = None
     return plan._plan, one_minus_diag, not_ok, pair_inv, pair_not_ok
 
 
@@ -205,12 +205,13 @@ def locator_scores(splines: DetectionSplines, knots: np.ndarray, Y: np.ndarray, 
     tested: the scores a test looks at, 0 where an answer may not be erased
     (``erasable``). pairs (n >= PAIR_MIN_ANSWERS): (s, loo, p), p (n - 1,)
     the pair scores of the same pass (the module docstring; tested: 0 where
-    either member may not be erased)."""
+    the pair may not be erased, ``pair_erasable``)."""
     plan, omd, not_erasable, pair_inv, pair_not_erasable = splines.get(knots)
     if pairs:
         s, loo, p = _core.locator_scores(plan, Y, omd, rows, 0, pair_inv)
-        if tested and not_erasable is not None:
-            s[not_erasable] = 0.0
+        if tested:
+            if not_erasable is not None:
+                s[not_erasable] = 0.0
             p[pair_not_erasable] = 0.0
         return s, loo, p
     s, loo = _core.locator_scores(plan, Y, omd, rows)
@@ -250,6 +251,32 @@ def erasable(knots: np.ndarray) -> np.ndarray:
     return near <= ISOLATED_GAPS * np.median(gaps)
 
 
+# The hole an erased pair leaves, from the answer before it to the answer
+# after it, may span at most this many typical gaps for a test to erase the
+# pair: 3 when nothing else is missing there, so one more missing node next
+# to the pair (4) keeps it. Pairs at either end (no answer on one side) are
+# never erased by the test either: the decode would extrapolate over them.
+# Measured (bench/adversarial.py's smooth f, honest rounds): without this
+# rule the only pair-test false alarms were workers 0 and 1 with 2 and 3
+# straggling, each costing ~1000x that round's MSE.
+PAIR_HOLE_GAPS = 3.5
+
+
+def pair_erasable(knots: np.ndarray) -> np.ndarray:
+    """(n - 1,) bool: the adjacent pairs (answers i, i + 1 of the ascending
+    detection knots) that a test may erase: both members erasable, an
+    answer on either side, and knots[i + 2] - knots[i - 1] at most
+    PAIR_HOLE_GAPS median gaps."""
+    n = knots.shape[0]
+    ok = np.zeros(max(n - 1, 0), dtype=bool)
+    if n < 4:
+        return ok
+    single = erasable(knots)
+    span = knots[3:] - knots[:-3]                   # pairs 1 .. n - 3
+    ok[1:-1] = span <= PAIR_HOLE_GAPS * np.median(np.diff(knots))
+    return ok & single[:-1] & single[1:]
+
+
 def round_statistic(s: np.ndarray, loo: np.ndarray) -> float:
     """The clean-round statistic max_i s_i / median_i loo_i (0 when every
     score is 0, inf when only the median is): free of the outputs' scale,
@@ -287,13 +314,15 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     (round_statistic) exceeds a threshold: ``ratio`` (a number, or a
     callable ``ratio(n_left)`` -> number: letcc.codes.clean_round's
     calibrated test), else flag_threshold ** 2; neither: always (E steps).
-    A tested step looks only at the erasable answers (``erasable``).
+    A tested step looks only at the erasable answers (``erasable``) and pairs
+    (``pair_erasable``).
 
     ``pair_ratio`` (with ``ratio``; a number or a callable like it): the
     pair stage (the module docstring). A step with 2 or more erasures left
     also tests the top-scored adjacent pair's statistic against it, and
-    erases both members when it exceeds it by a larger factor than the
-    single statistic exceeds ``ratio`` (the stronger evidence acts first).
+    erases both members when it exceeds it, unless the single test fires
+    too with its top answer in that pair or by a larger factor (then the
+    single step acts).
 
     ``report`` (a dict): filled with the first step's ``top`` (position of
     the top-scored answer), ``statistic`` and ``threshold`` (None untested)
@@ -331,7 +360,12 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
             r2 = pair_ratio(keep.size) if callable(pair_ratio) else pair_ratio
             if report is not None and not erased:
                 report.update(pair_top=(int(keep[j]), int(keep[j + 1])), pair_statistic=stat2, pair_threshold=r2)
-            if stat2 > r2 and not stat * r2 > stat2 * r:       # stat / r > stat2 / r2: the single acts
+            # the single test acts first where it fires and either its top answer is in
+            # the top pair (erased alone, the rescoring exposes a partner that is wrong
+            # too) or its excess is the larger (stat / r > stat2 / r2); else a firing
+            # pair test erases the pair
+            single_first = stat > r and (i == j or i == j + 1 or stat * r2 > stat2 * r)
+            if stat2 > r2 and not single_first:
                 erased += [int(keep[j]), int(keep[j + 1])]
                 keep = np.concatenate((keep[:j], keep[j + 2:]))
                 rows_k = keep if rows is None else np.asarray(rows)[keep]
