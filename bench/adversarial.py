@@ -322,7 +322,8 @@ erases an answer only while the round statistic T = max score / median LOO score
 calibrated on synthetic honest rounds at false_alarm=1e-3 (letcc.codes.clean_round), and the answers kept
 are decoded by the plain default (log space for probabilities). 'false_alarm=1e-2' is the same at a ten
 times higher rate; 'always erase E' is false_alarm=None (the rule before issue 28: E erasures every
-round). 'oracle erasure' knows the adversaries: the floor of any decoder that erases them.
+round). 'no pair stage' is the default without the pair stage (its single thresholds; it differs at E = 2
+only). 'oracle erasure' knows the adversaries: the floor of any decoder that erases them.
 
 What limits the targets. (1) MSE <= 2x the adversary-free decode: an erased wrong answer costs what one
 more straggler costs; where 'clean-round LeTCC' equals 'oracle erasure' (every adversary the check
@@ -336,14 +337,14 @@ cost within 5% can flag them; 'always erase E' catches part of them at a large c
 evidence over many rounds (a worker top-scored round after round) is the runtime's to gather. A one-hot
 colluder is caught where honest answers are rarely one-hot (RepVGG-A0, ViT, cnn_fashion), not on LeNet-5,
 whose honest answers are one-hot themselves. (3) The smooth f has no check: every adversary is left to
-the statistical test, whose recall is 91-100% at E = 1 and 62-96% at E = 2 (two wrong answers raise the
-median LOO score of their neighbours too), and a missed wrong answer costs far more than an erasure;
-Berlekamp-Welch BACC, which always erases E and whose Berrut decode is exact at the nodes, wins there.
-(4) Decode time: the robust decoder scores the answers in one compiled O(n m) pass per scoring
-(letcc._core.locator_scores: the detection spline's banded residuals and the neighbour distances), one on a
-clean round: at m >= 1000 outputs 1.3-1.7x the plain log-space decode and 1.9-2.8x the plain linear decode
-(a single banded pass). Each erasure adds a pass over the answers kept before the plain decode of the rest
-(bench/results/robust_decode.md: 3.0-3.9x the plain decode with 2 answers erased at m >= 1000)."""
+the statistical test (two wrong answers raise the median LOO score of their neighbours too, and two side
+by side vouch for each other: the pair stage, 'no pair stage' without it, bench/results/pair_stage.md),
+and a missed wrong answer costs far more than an erasure; Berlekamp-Welch BACC, which always erases E and
+whose Berrut decode is exact at the nodes, wins there. (4) Decode time: the robust decoder scores the
+answers in one compiled O(n m) pass per scoring (letcc._core.locator_scores: the detection spline's banded
+residuals, the neighbour distances and, with E >= 2, the adjacent residuals' dot products), one on a clean
+round; each erasure adds a pass over the answers kept before the plain decode of the rest (the last
+table, and bench/results/robust_decode.md with and without the pair stage)."""
 
 
 

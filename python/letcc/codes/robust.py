@@ -71,9 +71,20 @@ with the spline through the rest and with their outer neighbours: a
 wrong answer next to an honest one scores low (the honest one agrees with
 its outer side), so one liar never spends the budget on a pair. A step
 with 2 or more erasures left tests max p / median loo against its own
-calibrated threshold and erases the pair when that evidence is the
-stronger one (its excess over its threshold above the single statistic's);
-a clean round adds the dot products to its one pass and nothing else.
+calibrated threshold and erases the pair when it fires, unless the single
+test fires too with its top answer inside that pair (erased alone; the
+rescoring then exposes a wrong partner) or with the larger excess over its
+threshold. A test erases a pair only with an answer on either side of it
+and a hole, from the answer before to the answer after, of at most
+PAIR_HOLE_GAPS typical gaps (``pair_erasable``): two missing nodes side
+by side cost the decode far more than one (up to 530x the full decode's
+MSE on LeTCC(8, 24), letcc.codes.idle_nodes), more so beside a straggler
+or at an end. A clean round adds the dot products to its one pass and
+nothing else. What it still misses: wrong, honest, wrong (two wrong
+answers one node apart), where the pair of the first wrong answer and
+the honest one between scores high too and may take the budget
+(bench/results/pair_stage.md: the rounds whose wrong answers are not side
+by side).
 
 Each step may first test the round (``ratio``): the top-scored answer is
 erased only while round_statistic (the top score over the median loo score)
