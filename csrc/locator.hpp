@@ -68,6 +68,12 @@ inline std::size_t locator_sums_size(std::int64_t n, bool pairs = false) {
     return (pairs ? 4 : 3) * static_cast<std::size_t>(n);
 }
 
+// A pass's sums by name (locator_sums_size's layout; rr only with pairs).
+struct LocatorSums {
+    const double *rss, *d1, *d2, *rr;
+    LocatorSums(const double* sums, std::size_t n) : rss(sums), d1(sums + n), d2(sums + 2 * n), rr(sums + 3 * n) {}
+};
+
 namespace locator_detail {
 inline double np_min(double a, double b) { return std::isnan(a) ? a : std::isnan(b) ? b : (b < a ? b : a); }
 inline double np_max(double a, double b) { return std::isnan(a) ? a : std::isnan(b) ? b : (b > a ? b : a); }
@@ -78,9 +84,8 @@ inline void locator_scores_from_sums(std::size_t n, const double* sums, const do
     using locator_detail::np_max;
     using locator_detail::np_min;
     const double inf = std::numeric_limits<double>::infinity();
-    const double* rss = sums;
-    const double* d1 = sums + n;
-    const double* d2 = sums + 2 * n;
+    const LocatorSums v(sums, n);
+    const double *rss = v.rss, *d1 = v.d1, *d2 = v.d2;
     for (std::size_t i = 0; i < n; ++i) {
         loo[i] = np_max(rss[i] / (omd[i] * omd[i]), 0.0);
         double left = inf, right = inf, lside = inf, rside = inf;
@@ -123,10 +128,8 @@ inline void locator_pair_scores_from_sums(std::size_t n, const double* sums, con
     using locator_detail::np_max;
     using locator_detail::np_min;
     const double inf = std::numeric_limits<double>::infinity();
-    const double* rss = sums;
-    const double* d1 = sums + n;
-    const double* d2 = sums + 2 * n;
-    const double* rr = sums + 3 * n;
+    const LocatorSums v(sums, n);
+    const double *rss = v.rss, *d1 = v.d1, *d2 = v.d2, *rr = v.rr;
     for (std::size_t i = 0; i + 1 < n; ++i) {
         const double* a = inv + 4 * i;
         const double e0 = a[0] * a[0] * rss[i] + 2.0 * a[0] * a[1] * rr[i] + a[1] * a[1] * rss[i + 1];

@@ -52,3 +52,17 @@ def kernel(request):
                                    else f"generic-{letcc.kernel_isa()}")
     yield request.param
     letcc.set_plan_kernel("auto")
+
+
+@pytest.fixture(params=["baseline", "avx2", "avx512"])
+def kernel_isa(request):
+    """Runs the test once per instruction-set build of the compiled kernels this
+    CPU runs (letcc._core.set_kernel_isa; others skipped), then restores 'auto'."""
+    from letcc import _core
+
+    try:
+        _core.set_kernel_isa(request.param)
+    except ValueError:
+        pytest.skip(f"this CPU or build has no {request.param} kernels")
+    yield request.param
+    _core.set_kernel_isa("auto")

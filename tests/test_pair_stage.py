@@ -117,23 +117,15 @@ def test_pair_scores_against_refitting_without_the_pair_every_element(n, m, rng)
     np.testing.assert_allclose(p32, p_ref32, rtol=1e-8, atol=1e-11 * p_ref32.max())
 
 
-@pytest.mark.parametrize("isa", ["baseline", "avx2", "avx512"])
-def test_every_kernel_build_gives_the_reference_pair_scores(isa, rng):
-    try:
-        _core.set_kernel_isa(isa)
-    except ValueError:
-        pytest.skip(f"this CPU or build has no {isa} kernels")
-    try:
-        for n, m in ((5, 13), (22, 1000), (64, 4099)):
-            t = random_knots(rng, n)
-            Y = answers(rng, t, m, bad=[2, 3])
-            for dtype in (np.float64, np.float32):
-                Yd = Y.astype(dtype)
-                p_ref = ref_pair_scores(t, Yd.astype(np.float64))
-                p = locator_scores(DetectionSplines(), t, Yd, pairs=True)[2]
-                np.testing.assert_allclose(p, p_ref, rtol=1e-8, atol=1e-11 * p_ref.max())
-    finally:
-        _core.set_kernel_isa("auto")
+def test_every_kernel_build_gives_the_reference_pair_scores(kernel_isa, rng):
+    for n, m in ((5, 13), (22, 1000), (64, 4099)):
+        t = random_knots(rng, n)
+        Y = answers(rng, t, m, bad=[2, 3])
+        for dtype in (np.float64, np.float32):
+            Yd = Y.astype(dtype)
+            p_ref = ref_pair_scores(t, Yd.astype(np.float64))
+            p = locator_scores(DetectionSplines(), t, Yd, pairs=True)[2]
+            np.testing.assert_allclose(p, p_ref, rtol=1e-8, atol=1e-11 * p_ref.max())
 
 
 def test_pair_scores_with_rows_threads_and_the_test_mask(rng):
