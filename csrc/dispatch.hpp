@@ -42,9 +42,9 @@ void dense_tile_f32(const float* A, std::int64_t q, std::int64_t n, const float*
 
 // The spline locator's sums (locator.hpp) over columns [c0, c0 + tw) of the
 // rows rows[0 .. n) (each a pointer to a row of m elements, any rows of the
-// caller's array): sums (locator_sums_size(n) doubles) is overwritten with
-// this tile's rss, d1, d2 (and rr with pairs: locator_sums_size(n, pairs)). buf: locator_buffer_size(n, tw) doubles, any
-// alignment. prefetch_cols: where this thread's next tile starts, relative to
+// caller's array): sums (locator_sums_size(n, pairs) doubles) is overwritten
+// with this tile's rss, d1, d2 and, with pairs, rr. buf:
+// locator_buffer_size(n, tw) doubles, any alignment. prefetch_cols: where this thread's next tile starts, relative to
 // c0 (0: no prefetch). Compiler-vectorised, built per instruction set like the dense
 // kernel (locator_kernel.hpp).
 void locator_tile_f64(const PlanTables& p, const LocatorCoeffs& c, const double* const* rows, std::size_t c0,

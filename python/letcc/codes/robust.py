@@ -137,7 +137,8 @@ from letcc.splines import SplineSmoother
 from letcc.splines.gcv import lam_scale
 
 __all__ = ["check_adversaries", "check_valid", "invalid_rows", "DetectionSplines", "erasable", "locator_scores",
-           "PAIR_MIN_ANSWERS", "pair_erasable", "round_statistic", "spline_locate", "bw_needed", "bw_locator_values", "bw_locate"]
+           "PAIR_MIN_ANSWERS", "pair_erasable", "round_statistic", "spline_locate", "bw_needed",
+           "bw_locator_values", "bw_locate"]
 
 
 # lam of the detection spline, in units of lam_scale (the Reinsch balance point)
