@@ -107,8 +107,11 @@ class LeTCC(Code):
         pairs (two wrong answers side by side vouch for each other in the
         single scores): the pair whose members both disagree with the
         spline through the rest and with their outer neighbours is erased
-        whole when that evidence is the stronger (the pair stage,
-        letcc.codes.robust). The answers kept are decoded by the plain decoder, in the
+        whole when its own calibrated test fires, unless the single test
+        fires too with its top answer in that pair or with the larger
+        excess (the pair stage, letcc.codes.robust; part of the calibrated
+        test: a caller's flag_threshold and false_alarm=None take single
+        steps). The answers kept are decoded by the plain decoder, in the
         space it would use (``output_space``): a round with nothing erased
         is decoded bit for bit as adversaries=0 decodes it. Probability
         answers are scored in the log space they are decoded in. Costs
