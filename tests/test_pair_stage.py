@@ -289,3 +289,23 @@ def test_pairs_leave_lone_liars_and_clean_rounds_as_before():
         b, fb = singles.decode(Yr, F, return_flagged=True)
         np.testing.assert_array_equal(fa, fb)
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_pair_stage_is_part_of_the_calibrated_test_only():
+    """A caller's flag_threshold and false_alarm=None take single steps; an
+    E = 1 code has no pair test."""
+    from test_clean_round import smooth_rounds
+    K, N = 8, 24
+    Y = smooth_rounds(LeTCC(K, N), 1, seed=35, freq=(0.05, 0.2), m=10)[:, 0]
+    F = np.arange(N)
+    Yc = Y.copy()
+    Yc[10:12] += 1.5                                   # two colluders side by side
+    for code in (LeTCC(K, N, adversaries=2, flag_threshold=9.0), LeTCC(K, N, adversaries=1)):
+        code.decode(Yc, F)
+        assert set(code.last_clean_round) == {"worker", "statistic", "threshold"}
+    always = LeTCC(K, N, adversaries=2, false_alarm=None)
+    assert always.decode(Yc, F, return_flagged=True)[1].size == 2
+    assert always.last_clean_round["threshold"] is None and "pair" not in always.last_clean_round
+    calibrated = LeTCC(K, N, adversaries=2)
+    assert calibrated.decode(Yc, F, return_flagged=True)[1].tolist() == [10, 11]
+    assert calibrated.last_clean_round["pair"] == (10, 11)
