@@ -3,7 +3,7 @@
 A production loop decodes every round, often with a new answering set, so
 LeTCC with its default lam policy caches decoders by the set and builds new
 ones without re-checking what the code guarantees, and `available` given as a
-list of ints skips numpy's checks. These tests hold the fast paths to the
+list of ints or a 1-D integer ndarray skips numpy's checks. These tests hold the fast paths to the
 general ones (bit for bit) and the errors to the same messages.
 """
 import numpy as np
@@ -35,6 +35,9 @@ def test_available_kinds_agree(make, rng):
         a = rng.permutation(code.N)[: rng.integers(1, code.N + 1)]
         want = code._available(a)
         assert want.dtype == np.int64 and np.array_equal(want, a)
+        for dt in (np.int8, np.int32, np.uint16, np.uint64):     # ndarrays of any integer dtype
+            got = code._available(a.astype(dt))
+            assert got.dtype == np.int64 and np.array_equal(got, a)
         for kind in (list, tuple):
             got = code._available(kind(int(v) for v in a))
             assert got.dtype == np.int64 and np.array_equal(got, want)
@@ -52,6 +55,8 @@ def test_available_kinds_agree(make, rng):
 def test_bad_tuples_get_the_general_errors(make, available, exc, match):
     with pytest.raises(exc, match=match):
         make().decode(np.zeros((len(available), 2)), available)
+    with pytest.raises(exc, match=match):                  # the same as an ndarray (its own fast path)
+        make().decode(np.zeros((len(available), 2)), np.array(available))
 
 
 @pytest.mark.parametrize("K, N", [(8, 16), (5, 12), (1, 4)])

@@ -168,6 +168,15 @@ class Code(ABC):
             if (set(map(type, available)) == {int} and min(available) >= 0 and max(available) < self.N
                     and len(set(available)) == len(available)):
                 return np.array(available, dtype=np.int64)
+        # The same for a 1-D integer ndarray (np.flatnonzero of a mask, a
+        # sorted set): its list of Python ints through the same C loops, about
+        # 1.5 us for 22 workers where np.unique and the comparisons took 6 us
+        # (a third of a plain decode of 10 outputs).
+        elif (type(available) is np.ndarray and available.ndim == 1 and 0 < available.size <= 4096
+              and available.dtype.kind in "iu"):
+            lst = available.tolist()
+            if min(lst) >= 0 and max(lst) < self.N and len(set(lst)) == len(lst):
+                return available.astype(np.int64, copy=False)
         if is_torch_tensor(available):
             available = available.detach().cpu().numpy()
         arr = np.asarray(available)
