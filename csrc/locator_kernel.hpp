@@ -121,7 +121,7 @@ LETCC_LOC_INLINE double loc_sum(typename LocVec<W>::V a, const double* tail) {
 }
 
 // Pairs: also rr[k] = r_k . r_{k+1} (locator.hpp's sums layout), r_{k+1}
-// formed again from its three gamma rows (final, in cache) beside r_k.
+// kept in a row of the buffer from the step before.
 template <class T, int W, bool Pairs>
 LETCC_LOC_INLINE void locator_tile_impl(const PlanTables& p, const LocatorCoeffs& rc_, const T* const* rows,
                                         std::size_t c0, std::size_t tw, double* buf, double* sums,
@@ -202,7 +202,10 @@ LETCC_LOC_INLINE void locator_tile_impl(const PlanTables& p, const LocatorCoeffs
     }
 
     // back substitution: gamma at knot i from knots i + 1, i + 2; then knot
-    // i + 1's residual from gamma i .. i + 2, all final
+    // i + 1's residual from gamma i .. i + 2, all final. With Pairs each
+    // residual row also goes into rnext (the buffer's last row, zero at the
+    // start and read by nothing else) for the next knot's product.
+    double* rnext = buf + (grows - 1) * tw;
     for (std::int64_t i = n - 2; i >= 1; --i) {
         double* g = buf + static_cast<std::size_t>(i + 1) * tw;
         const double* g1 = g + tw;
@@ -212,14 +215,7 @@ LETCC_LOC_INLINE void locator_tile_impl(const PlanTables& p, const LocatorCoeffs
         const double ra = rc_.ra[k], rb = rc_.rb[k], rcc = rc_.rc[k];
         const V vd = loc_set1<W>(d), vu1 = loc_set1<W>(u1), vu2 = loc_set1<W>(u2);
         const V vra = loc_set1<W>(ra), vrb = loc_set1<W>(rb), vrc = loc_set1<W>(rcc);
-        V acc = loc_set1<W>(0.0);
-        // the next knot's residual (k + 1 < n: knot n - 1 has no next)
-        const bool pair = Pairs && k + 1 < nn;
-        const double* g3 = g + 3 * tw;
-        const double sa = pair ? rc_.ra[k + 1] : 0.0, sb = pair ? rc_.rb[k + 1] : 0.0,
-                     sc = pair ? rc_.rc[k + 1] : 0.0;
-        const V vsa = loc_set1<W>(sa), vsb = loc_set1<W>(sb), vsc = loc_set1<W>(sc);
-        V accp = loc_set1<W>(0.0);
+        V acc = loc_set1<W>(0.0), accp = loc_set1<W>(0.0);
         for (std::size_t j = 0; j < full; j += W) {
             const V h1 = loc_load<W>(g1 + j), h2 = loc_load<W>(g2 + j);
             const V h0 = loc_load<W>(g + j) * vd - vu1 * h1 - vu2 * h2;
@@ -227,7 +223,8 @@ LETCC_LOC_INLINE void locator_tile_impl(const PlanTables& p, const LocatorCoeffs
             const V r = vra * h0 + vrb * h1 + vrc * h2;
             acc += r * r;
             if constexpr (Pairs) {
-                if (pair) accp += r * (vsa * h1 + vsb * h2 + vsc * loc_load<W>(g3 + j));
+                accp += r * loc_load<W>(rnext + j);
+                loc_store<W>(rnext + j, r);
             }
         }
         double t[W] = {0}, tp[W] = {0};
@@ -237,10 +234,13 @@ LETCC_LOC_INLINE void locator_tile_impl(const PlanTables& p, const LocatorCoeffs
             g[j] = h0;
             const double r = ra * h0 + rb * h1 + rcc * h2;
             t[j - full] += r * r;
-            if (Pairs && pair) tp[j - full] += r * (sa * h1 + sb * h2 + sc * g3[j]);
+            if (Pairs) {
+                tp[j - full] += r * rnext[j];
+                rnext[j] = r;
+            }
         }
         rss[k] = loc_sum<W>(acc, t);
-        if (Pairs && pair) rr[k] = loc_sum<W>(accp, tp);
+        if (Pairs && k + 1 < nn) rr[k] = loc_sum<W>(accp, tp);     // (knot n - 1 has no next)
     }
 
     // knots 1 and 0 (gamma at knot 0 is zero: the natural end)
@@ -250,10 +250,7 @@ LETCC_LOC_INLINE void locator_tile_impl(const PlanTables& p, const LocatorCoeffs
         const double rb1 = rc_.rb[1], rc1 = rc_.rc[1], rc0 = rc_.rc[0];
         const V vb1 = loc_set1<W>(rb1), vc1 = loc_set1<W>(rc1), vc0 = loc_set1<W>(rc0);
         V a0 = loc_set1<W>(0.0), a1 = loc_set1<W>(0.0);
-        // with Pairs: r_2 (knot 3's gamma row is zero when n = 3) for rr[1], and rr[0]
-        const double* g3 = buf + 4 * tw;
-        const double sa = rc_.ra[2], sb = rc_.rb[2], sc = rc_.rc[2];
-        const V vsa = loc_set1<W>(sa), vsb = loc_set1<W>(sb), vsc = loc_set1<W>(sc);
+        // with Pairs: rr[1] from r_2 (the last one the loop kept), and rr[0]
         V p0 = loc_set1<W>(0.0), p1 = loc_set1<W>(0.0);
         for (std::size_t j = 0; j < full; j += W) {
             const V h1 = loc_load<W>(g1 + j), h2 = loc_load<W>(g2 + j);
@@ -261,7 +258,7 @@ LETCC_LOC_INLINE void locator_tile_impl(const PlanTables& p, const LocatorCoeffs
             a1 += r1 * r1;
             a0 += r0 * r0;
             if constexpr (Pairs) {
-                p1 += r1 * (vsa * h1 + vsb * h2 + vsc * loc_load<W>(g3 + j));
+                p1 += r1 * loc_load<W>(rnext + j);
                 p0 += r0 * r1;
             }
         }
@@ -271,7 +268,7 @@ LETCC_LOC_INLINE void locator_tile_impl(const PlanTables& p, const LocatorCoeffs
             t1[j - full] += r1 * r1;
             t0[j - full] += r0 * r0;
             if (Pairs) {
-                q1[j - full] += r1 * (sa * g1[j] + sb * g2[j] + sc * g3[j]);
+                q1[j - full] += r1 * rnext[j];
                 q0[j - full] += r0 * r1;
             }
         }
