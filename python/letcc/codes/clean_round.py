@@ -203,7 +203,7 @@ class CleanRoundTest:
         self.false_alarm, self.pairs = false_alarm, bool(pairs)
         self._key = (alpha.tobytes(), beta.tobytes(), float(lam_enc), false_alarm)
         self._alpha, self._beta, self._encoder, self._splines = alpha, beta, encoder, splines
-        self._held: dict = {}       # (n, space) -> thresholds: a dict lookup per decode (0.1 us, not 1.3)
+        self._held: dict = {}       # (n, space, pairs) -> thresholds: a dict lookup per decode (0.1 us, not 1.3)
 
     def thresholds(self, n: int, space: str):
         """The threshold on T for n answers decoded in `space` ('linear' or

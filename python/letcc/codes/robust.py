@@ -199,7 +199,7 @@ def _detection_spline(knots: np.ndarray):
     b, c = np.diag(H, 1), np.diag(H, -1)
     with np.errstate(divide="ignore", invalid="ignore"):
         pair_inv = (np.stack([d, b, c, a], axis=1) / (a * d - b * c)[:, None]).ravel()
-    pair_not_ok = ~pair_erasable(knots)
+    pair_not_ok = ~pair_erasable(knots, ~not_ok)
     for arr in (one_minus_diag, not_ok, pair_inv, pair_not_ok):
         arr.flags.writeable = False
     if not not_ok.any():
@@ -274,16 +274,16 @@ def erasable(knots: np.ndarray) -> np.ndarray:
 PAIR_HOLE_GAPS = 3.5
 
 
-def pair_erasable(knots: np.ndarray) -> np.ndarray:
+def pair_erasable(knots: np.ndarray, single: np.ndarray | None = None) -> np.ndarray:
     """(n - 1,) bool: the adjacent pairs (answers i, i + 1 of the ascending
     detection knots) that a test may erase: both members erasable, an
     answer on either side, and knots[i + 2] - knots[i - 1] at most
-    PAIR_HOLE_GAPS median gaps."""
+    PAIR_HOLE_GAPS median gaps. single: erasable(knots) when already taken."""
     n = knots.shape[0]
     ok = np.zeros(max(n - 1, 0), dtype=bool)
     if n < 4:
         return ok
-    single = erasable(knots)
+    single = erasable(knots) if single is None else single
     span = knots[3:] - knots[:-3]                   # pairs 1 .. n - 3
     ok[1:-1] = span <= PAIR_HOLE_GAPS * np.median(np.diff(knots))
     return ok & single[:-1] & single[1:]
