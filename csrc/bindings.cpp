@@ -179,16 +179,46 @@ py::array_t<double> rows_array(const std::vector<double>& rows, std::int64_t q, 
     return out;
 }
 
+// The rows of y (rows_in_y of them) that `rows` names in knot order, one per
+// knot (None: every row of y, in order); ValueError/TypeError naming what is wrong.
+std::vector<std::size_t> knot_rows(const py::object& rowsobj, std::size_t n, std::size_t rows_in_y) {
+    std::vector<std::size_t> idx(n);
+    if (rowsobj.is_none()) {
+        if (rows_in_y != n)
+            throw py::value_error("y has " + std::to_string(rows_in_y) + " rows but the plan has " +
+                                  std::to_string(n) + " knots (pass rows= to score some of them)");
+        for (std::size_t i = 0; i < n; ++i) idx[i] = i;
+    } else {
+        const py::array r = py::array::ensure(rowsobj);
+        if (!r || (r.dtype().kind() != 'i' && r.dtype().kind() != 'u'))
+            throw py::type_error("rows must be an integer array, got " +
+                                 (r ? std::string(py::str(r.dtype())) : std::string(py::str(py::type::of(rowsobj).attr("__name__")))));
+        if (r.ndim() != 1 || static_cast<std::size_t>(r.shape(0)) != n)
+            throw py::value_error("rows must be 1-D with one entry per knot (" + std::to_string(n) + "), got shape " +
+                                  shape_text(std::vector<py::ssize_t>(r.shape(), r.shape() + r.ndim())));
+        const auto r64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(r);
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::int64_t v = r64.data()[i];
+            if (v < 0 || static_cast<std::size_t>(v) >= rows_in_y)
+                throw py::value_error("rows[" + std::to_string(i) + "] = " + std::to_string(v) +
+                                      " is out of range for y with " + std::to_string(rows_in_y) + " rows");
+            idx[i] = static_cast<std::size_t>(v);
+        }
+    }
+    return idx;
+}
+
 // The spline locator's scores (s, loo) of n answers (letcc.codes.robust): the
 // rows of y (2-D, C-contiguous float32/float64, (answers, m)) that `rows`
 // names in knot order (None: every row of y, in order), scored with the
 // detection spline `plan` at its knots (its factor; its query points play no
 // part) and one_minus_diag = 1 - H_ii (n). pair_inv (flat, 4 (n - 1): each
 // adjacent pair's (I - H_PP)^-1 row-major) not None: (s, loo, pair), the
-// pair scores too, from the same pass. One pass over those rows
-// (driver/locator.hpp), the GIL released.
+// pair scores too, from the same pass. sums: the pass's sums appended to
+// the tuple (locator.hpp's layout, locator_sums_size). One pass over those
+// rows (driver/locator.hpp), the GIL released.
 py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj, const py::object& omdobj,
-                         const py::object& rowsobj, int threads, const py::object& pairobj) {
+                         const py::object& rowsobj, int threads, const py::object& pairobj, bool want_sums) {
     if (!py::isinstance<py::array>(yobj))
         throw py::type_error("y must be a numpy array (answers, outputs), got " +
                              std::string(py::str(py::type::of(yobj).attr("__name__"))));
@@ -214,34 +244,14 @@ py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj,
                                   std::to_string(n) + " knots make " + std::to_string(n >= 1 ? n - 1 : 0) +
                                   " adjacent pairs, 4 each (a flat array of 4 (n - 1))");
     }
-    std::vector<std::size_t> idx(n);
-    if (rowsobj.is_none()) {
-        if (rows_in_y != n)
-            throw py::value_error("y has " + std::to_string(rows_in_y) + " rows but the plan has " +
-                                  std::to_string(n) + " knots (pass rows= to score some of them)");
-        for (std::size_t i = 0; i < n; ++i) idx[i] = i;
-    } else {
-        const py::array r = py::array::ensure(rowsobj);
-        if (!r || (r.dtype().kind() != 'i' && r.dtype().kind() != 'u'))
-            throw py::type_error("rows must be an integer array, got " +
-                                 (r ? std::string(py::str(r.dtype())) : std::string(py::str(py::type::of(rowsobj).attr("__name__")))));
-        if (r.ndim() != 1 || static_cast<std::size_t>(r.shape(0)) != n)
-            throw py::value_error("rows must be 1-D with one entry per knot (" + std::to_string(n) + "), got shape " +
-                                  shape_text(std::vector<py::ssize_t>(r.shape(), r.shape() + r.ndim())));
-        const auto r64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(r);
-        for (std::size_t i = 0; i < n; ++i) {
-            const std::int64_t v = r64.data()[i];
-            if (v < 0 || static_cast<std::size_t>(v) >= rows_in_y)
-                throw py::value_error("rows[" + std::to_string(i) + "] = " + std::to_string(v) +
-                                      " is out of range for y with " + std::to_string(rows_in_y) + " rows");
-            idx[i] = static_cast<std::size_t>(v);
-        }
-    }
+    const std::vector<std::size_t> idx = knot_rows(rowsobj, n, rows_in_y);
     py::array_t<double> s(static_cast<py::ssize_t>(n)), loo(static_cast<py::ssize_t>(n));
     py::array_t<double> pair(static_cast<py::ssize_t>(pairs && n >= 1 ? n - 1 : 0));
     double* sp = s.mutable_data();
     double* lp = loo.mutable_data();
     double* pp = pair.mutable_data();
+    py::array_t<double> sums(static_cast<py::ssize_t>(want_sums ? locator_sums_size(plan.n(), pairs) : 0));
+    double* sums_p = want_sums ? sums.mutable_data() : nullptr;
     dispatch_float(kind, [&](auto tag) {
         using T = decltype(tag);
         const T* base = static_cast<const T*>(y.data());
@@ -249,10 +259,116 @@ py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj,
         for (std::size_t i = 0; i < n; ++i) ptrs[i] = base + idx[i] * m;
         py::gil_scoped_release release;
         driver::locator_scores<T>(plan.factor(), plan.tables(), ptrs.data(), m, omd.data(), threads, sp, lp,
-                                  pairs ? pinv.data() : nullptr, pp);
+                                  pairs ? pinv.data() : nullptr, pp, sums_p);
     });
+    if (want_sums) {
+        if (pairs) return py::make_tuple(s, loo, pair, sums);
+        return py::make_tuple(s, loo, sums);
+    }
     if (pairs) return py::make_tuple(s, loo, pair);
     return py::make_tuple(s, loo);
+}
+
+// The locator's scores (s, loo[, pair]) from sums in locator_scores's
+// layout made by the caller (letcc.codes.robust's rescoring after an
+// erasure: the sums of the answers kept, from the first pass's): the
+// formulas' one home (locator.hpp) without a pass. n = len(one_minus_diag);
+// sums 3 n, or 4 n with pair_inv (4 (n - 1)).
+py::tuple locator_scores_from_sums_py(const py::object& sumsobj, const py::object& omdobj, const py::object& pairobj) {
+    const std::vector<double> omd = as_f64_vector(py::array::ensure(omdobj), "one_minus_diag");
+    const std::vector<double> sums = as_f64_vector(py::array::ensure(sumsobj), "sums");
+    const std::size_t n = omd.size();
+    const bool pairs = !pairobj.is_none();
+    if (sums.size() != locator_sums_size(static_cast<std::int64_t>(n), pairs))
+        throw py::value_error("sums has " + std::to_string(sums.size()) + " entries but " + std::to_string(n) +
+                              " answers" + (pairs ? " with pairs" : "") + " need " +
+                              std::to_string(locator_sums_size(static_cast<std::int64_t>(n), pairs)));
+    std::vector<double> pinv;
+    if (pairs) {
+        pinv = as_f64_vector(py::array::ensure(pairobj), "pair_inv");
+        if (pinv.size() != (n >= 1 ? 4 * (n - 1) : 0))
+            throw py::value_error("pair_inv has " + std::to_string(pinv.size()) + " entries but " +
+                                  std::to_string(n) + " answers make " + std::to_string(n >= 1 ? n - 1 : 0) +
+                                  " adjacent pairs, 4 each");
+    }
+    py::array_t<double> s(static_cast<py::ssize_t>(n)), loo(static_cast<py::ssize_t>(n));
+    py::array_t<double> pair(static_cast<py::ssize_t>(pairs && n >= 1 ? n - 1 : 0));
+    locator_scores_from_sums(n, sums.data(), omd.data(), s.mutable_data(), loo.mutable_data());
+    if (!pairs) return py::make_tuple(s, loo);
+    locator_pair_scores_from_sums(n, sums.data(), pinv.data(), pair.mutable_data());
+    return py::make_tuple(s, loo, pair);
+}
+
+// The locator's scores of the answers kept after erasing `erased` (positions
+// into the n answers of a first pass: rows of y as in locator_scores) without
+// another scoring pass (driver::locator_rescore): hat (n x n) the detection
+// spline's hat matrix, first that pass's sums (locator_scores(..., sums=True),
+// with pairs when `pairs`). (s, loo[, pair]) of the n - len(erased) answers
+// kept, ascending; None when an erased answer is not finite (then score the
+// answers kept with a pass of their own). The GIL released around the pass.
+py::object locator_rescore(const py::object& hatobj, const py::object& firstobj, const py::object& yobj,
+                           const py::object& rowsobj, const py::object& erasedobj, bool pairs, int threads) {
+    const auto hat = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(hatobj);
+    if (!hat || hat.ndim() != 2 || hat.shape(0) != hat.shape(1))
+        throw py::value_error("hat must be a square 2-D float64 array (the detection spline's hat matrix)");
+    const std::size_t n = static_cast<std::size_t>(hat.shape(0));
+    const std::vector<double> first = as_f64_vector(py::array::ensure(firstobj), "first");
+    if (first.size() != locator_sums_size(static_cast<std::int64_t>(n), pairs))
+        throw py::value_error("first has " + std::to_string(first.size()) + " sums but a pass over " +
+                              std::to_string(n) + " answers" + (pairs ? " with pairs" : "") + " makes " +
+                              std::to_string(locator_sums_size(static_cast<std::int64_t>(n), pairs)));
+    if (!py::isinstance<py::array>(yobj))
+        throw py::type_error("y must be a numpy array (answers, outputs), got " +
+                             std::string(py::str(py::type::of(yobj).attr("__name__"))));
+    const py::array y = py::reinterpret_borrow<py::array>(yobj);
+    if (y.ndim() != 2)
+        throw py::value_error("y must be 2-D (answers, outputs), got ndim = " + std::to_string(y.ndim()));
+    const FloatKind kind = bind::checked_float_array(y, "y", y.shape(0));
+    const std::size_t m = static_cast<std::size_t>(y.shape(1));
+    const std::vector<std::size_t> idx = knot_rows(rowsobj, n, static_cast<std::size_t>(y.shape(0)));
+    const auto er = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(erasedobj);
+    if (!er || er.ndim() != 1) throw py::value_error("erased must be a 1-D integer array of positions");
+    std::vector<std::size_t> erased;
+    for (py::ssize_t i = 0; i < er.shape(0); ++i) {
+        const std::int64_t v = er.data()[i];
+        if (v < 0 || static_cast<std::size_t>(v) >= n)
+            throw py::value_error("erased[" + std::to_string(i) + "] = " + std::to_string(v) +
+                                  " is not a position among the " + std::to_string(n) + " answers");
+        erased.push_back(static_cast<std::size_t>(v));
+    }
+    const std::size_t nk = n >= erased.size() ? n - erased.size() : 0;
+    py::array_t<double> s(static_cast<py::ssize_t>(nk)), loo(static_cast<py::ssize_t>(nk));
+    py::array_t<double> pair(static_cast<py::ssize_t>(pairs && nk >= 1 ? nk - 1 : 0));
+    double* sp = s.mutable_data();
+    double* lp = loo.mutable_data();
+    double* pp = pair.mutable_data();
+    const double* H = hat.data();
+    bool ok = false;
+    dispatch_float(kind, [&](auto tag) {
+        using T = decltype(tag);
+        const T* base = static_cast<const T*>(y.data());
+        std::vector<const T*> ptrs(n);
+        for (std::size_t i = 0; i < n; ++i) ptrs[i] = base + idx[i] * m;
+        py::gil_scoped_release release;
+        ok = driver::locator_rescore<T>(H, first.data(), ptrs.data(), n, m, erased, pairs, threads, sp, lp, pp);
+    });
+    if (!ok) return py::none();
+    if (pairs) return py::make_tuple(s, loo, pair);
+    return py::make_tuple(s, loo);
+}
+
+// (I - H_PP)^-1 of each adjacent pair (locator.hpp's pair_inverses): flat 4 (n - 1).
+py::array_t<double> pair_inverses_py(const py::object& omdobj, const py::object& upperobj, const py::object& lowerobj) {
+    const std::vector<double> omd = as_f64_vector(py::array::ensure(omdobj), "one_minus_diag");
+    const std::vector<double> up = as_f64_vector(py::array::ensure(upperobj), "upper");
+    const std::vector<double> lo = as_f64_vector(py::array::ensure(lowerobj), "lower");
+    const std::size_t n = omd.size();
+    if (up.size() + 1 != std::max<std::size_t>(n, 1) || lo.size() != up.size())
+        throw py::value_error("upper and lower need " + std::to_string(n >= 1 ? n - 1 : 0) +
+                              " entries each (one per adjacent pair of " + std::to_string(n) + " answers)");
+    py::array_t<double> out(static_cast<py::ssize_t>(n >= 1 ? 4 * (n - 1) : 0));
+    pair_inverses(n, omd.data(), up.data(), lo.data(), out.mutable_data());
+    return out;
 }
 
 }  // namespace
@@ -339,7 +455,13 @@ PYBIND11_MODULE(_core, mod) {
         },
         py::arg("x"), py::arg("at"), py::arg("c"), py::arg("end_factor"));
     mod.def("locator_scores", &locator_scores, py::arg("plan"), py::arg("y"), py::arg("one_minus_diag"),
-            py::arg("rows") = py::none(), py::arg("threads") = 0, py::arg("pair_inv") = py::none());
+            py::arg("rows") = py::none(), py::arg("threads") = 0, py::arg("pair_inv") = py::none(),
+            py::arg("sums") = false);
+    mod.def("locator_rescore", &locator_rescore, py::arg("hat"), py::arg("first"), py::arg("y"), py::arg("rows"),
+            py::arg("erased"), py::arg("pairs") = false, py::arg("threads") = 0);
+    mod.def("pair_inverses", &pair_inverses_py, py::arg("one_minus_diag"), py::arg("upper"), py::arg("lower"));
+    mod.def("locator_scores_from_sums", &locator_scores_from_sums_py, py::arg("sums"), py::arg("one_minus_diag"),
+            py::arg("pair_inv") = py::none());
     register_control(mod);
     register_output_space(mod);
     mod.def("set_num_threads", [](int k) { ThreadPool::instance().set_num_threads(k); }, py::arg("k"));

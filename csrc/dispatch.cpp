@@ -262,27 +262,39 @@ LETCC_MULTIVERSION(dense_tile_f32,
 // everywhere the AVX2 build ran 5x slower than with 4: GCC splits the wider
 // vectors badly).
 #if defined(LETCC_X86_DISPATCH)
-#define LETCC_MULTIVERSION_LANES(NAME, PARAMS, ARGS, T)                                     \
-    LETCC_TARGET_AVX512 static void NAME##_avx512 PARAMS { kernels::locator_tile<T, 8> ARGS; } \
-    LETCC_TARGET_AVX2 static void NAME##_avx2 PARAMS { kernels::locator_tile<T, 4> ARGS; }     \
-    static void NAME##_baseline PARAMS { kernels::locator_tile<T, 2> ARGS; }                 \
-    void NAME PARAMS {                                                                       \
-        pick_isa(NAME##_avx512, NAME##_avx2, NAME##_baseline) ARGS;                          \
+#define LETCC_MULTIVERSION_LANES(NAME, PARAMS, ARGS, KERNEL, T)                        \
+    LETCC_TARGET_AVX512 static void NAME##_avx512 PARAMS { KERNEL<T, 8> ARGS; } \
+    LETCC_TARGET_AVX2 static void NAME##_avx2 PARAMS { KERNEL<T, 4> ARGS; }     \
+    static void NAME##_baseline PARAMS { KERNEL<T, 2> ARGS; }                 \
+    void NAME PARAMS {                                                        \
+        pick_isa(NAME##_avx512, NAME##_avx2, NAME##_baseline) ARGS;           \
     }
 #else
-#define LETCC_MULTIVERSION_LANES(NAME, PARAMS, ARGS, T) \
-    void NAME PARAMS { kernels::locator_tile<T, 2> ARGS; }
+#define LETCC_MULTIVERSION_LANES(NAME, PARAMS, ARGS, KERNEL, T) \
+    void NAME PARAMS { KERNEL<T, 2> ARGS; }
 #endif
 
 LETCC_MULTIVERSION_LANES(locator_tile_f64,
                          (const PlanTables& p, const LocatorCoeffs& c, const double* const* rows, std::size_t c0,
                           std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols, bool pairs),
-                         (p, c, rows, c0, tw, buf, sums, prefetch_cols, pairs), double)
+                         (p, c, rows, c0, tw, buf, sums, prefetch_cols, pairs), kernels::locator_tile, double)
 
 LETCC_MULTIVERSION_LANES(locator_tile_f32,
                          (const PlanTables& p, const LocatorCoeffs& c, const float* const* rows, std::size_t c0,
                           std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols, bool pairs),
-                         (p, c, rows, c0, tw, buf, sums, prefetch_cols, pairs), float)
+                         (p, c, rows, c0, tw, buf, sums, prefetch_cols, pairs), kernels::locator_tile, float)
+
+LETCC_MULTIVERSION_LANES(rescore_tile_f64,
+                         (const double* ihx, std::size_t nx, std::size_t n, const double* const* rows,
+                          const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0,
+                          std::size_t tw, double* buf, double* out),
+                         (ihx, nx, n, rows, da, db, nd, c0, tw, buf, out), kernels::rescore_tile, double)
+
+LETCC_MULTIVERSION_LANES(rescore_tile_f32,
+                         (const double* ihx, std::size_t nx, std::size_t n, const float* const* rows,
+                          const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0,
+                          std::size_t tw, double* buf, double* out),
+                         (ihx, nx, n, rows, da, db, nd, c0, tw, buf, out), kernels::rescore_tile, float)
 #if defined(LETCC_X86_DISPATCH)
 namespace {
 const char* isa_name(Isa isa) {

@@ -54,6 +54,16 @@ void locator_tile_f32(const PlanTables& p, const LocatorCoeffs& c, const float* 
                       std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols = 0,
                       bool pairs = false);
 
+// The locator's rescoring pass (locator_rescore.hpp, locator_kernel.hpp's
+// rescore_tile) over columns [c0, c0 + tw): out (n nx + nd doubles) is
+// overwritten with this tile's y_j . r_x and distances; buf: nx tw doubles.
+void rescore_tile_f64(const double* ihx, std::size_t nx, std::size_t n, const double* const* rows,
+                      const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0, std::size_t tw,
+                      double* buf, double* out);
+void rescore_tile_f32(const double* ihx, std::size_t nx, std::size_t n, const float* const* rows,
+                      const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0, std::size_t tw,
+                      double* buf, double* out);
+
 // The same entry points overloaded on the element type, so that code
 // templated on T (csrc/driver/) calls one name and never branches on dtype.
 inline void plan_tile(const PlanTables& p, const double* y, std::size_t ldy, double* out, std::size_t ldo,
@@ -92,6 +102,17 @@ inline void locator_tile(const PlanTables& p, const LocatorCoeffs& c, const floa
                          std::size_t tw, double* buf, double* sums, std::size_t prefetch_cols = 0,
                          bool pairs = false) {
     locator_tile_f32(p, c, rows, c0, tw, buf, sums, prefetch_cols, pairs);
+}
+
+inline void rescore_tile(const double* ihx, std::size_t nx, std::size_t n, const double* const* rows,
+                         const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0, std::size_t tw,
+                         double* buf, double* out) {
+    rescore_tile_f64(ihx, nx, n, rows, da, db, nd, c0, tw, buf, out);
+}
+inline void rescore_tile(const double* ihx, std::size_t nx, std::size_t n, const float* const* rows,
+                         const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0, std::size_t tw,
+                         double* buf, double* out) {
+    rescore_tile_f32(ihx, nx, n, rows, da, db, nd, c0, tw, buf, out);
 }
 
 // The instruction set the compiler-vectorised kernels (dense, fit, generic

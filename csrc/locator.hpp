@@ -107,6 +107,21 @@ inline void locator_scores_from_sums(std::size_t n, const double* sums, const do
     }
 }
 
+// (I - H_PP)^-1 of each adjacent pair P = {i, i + 1} (n - 1 of them, 4
+// doubles each, row-major, out): with a = 1 - H_ii, d = 1 - H_{i+1,i+1},
+// b = H_{i,i+1} (upper[i]), c = H_{i+1,i} (lower[i]),
+// [[a, -b], [-c, d]]^-1 = [[d, b], [c, a]] / (a d - b c).
+inline void pair_inverses(std::size_t n, const double* omd, const double* upper, const double* lower, double* out) {
+    for (std::size_t i = 0; i + 1 < n; ++i) {
+        const double a = omd[i], d = omd[i + 1], b = upper[i], c = lower[i];
+        const double det = a * d - b * c;
+        out[4 * i] = d / det;
+        out[4 * i + 1] = b / det;
+        out[4 * i + 2] = c / det;
+        out[4 * i + 3] = a / det;
+    }
+}
+
 // The pair scores p (n - 1) from a pass's sums (with pairs): for the
 // adjacent answers i, i + 1 (P), their leave-two-out residuals
 //

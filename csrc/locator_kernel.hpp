@@ -293,5 +293,55 @@ LETCC_LOC_INLINE void locator_tile(const PlanTables& p, const LocatorCoeffs& rc_
         locator_tile_impl<T, W, false>(p, rc_, rows, c0, tw, buf, sums, prefetch_cols);
 }
 
+// The rescoring pass (locator_rescore.hpp) over columns [c0, c0 + tw) of
+// the rows rows[0 .. n): the residual rows r_x = sum_j ihx[x][j] y_j of the
+// answers X (nx of them, into buf: nx rows of tw doubles), then
+// out[j nx + x] = y_j . r_x and out[n nx + t] = ||y_{da[t]} - y_{db[t]}||^2
+// (nd of them). float64 arithmetic, sums in W fixed lanes as locator_tile's.
+template <class T, int W>
+LETCC_LOC_INLINE void rescore_tile(const double* ihx, std::size_t nx, std::size_t n, const T* const* rows,
+                                   const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0,
+                                   std::size_t tw, double* buf, double* out) {
+    using V = typename LocVec<W>::V;
+    const std::size_t full = tw / W * W;
+    std::memset(buf, 0, nx * tw * sizeof(double));
+    for (std::size_t j = 0; j < n; ++j) {
+        const T* y = rows[j] + c0;
+        for (std::size_t x = 0; x < nx; ++x) {
+            double* r = buf + x * tw;
+            const double w = ihx[x * n + j];
+            const V vw = loc_set1<W>(w);
+            for (std::size_t c = 0; c < full; c += W) loc_store<W>(r + c, loc_load<W>(r + c) + vw * loc_load<W>(y + c));
+            for (std::size_t c = full; c < tw; ++c) r[c] += w * static_cast<double>(y[c]);
+        }
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+        const T* y = rows[j] + c0;
+        for (std::size_t x = 0; x < nx; ++x) {
+            const double* r = buf + x * tw;
+            V acc = loc_set1<W>(0.0);
+            for (std::size_t c = 0; c < full; c += W) acc += loc_load<W>(y + c) * loc_load<W>(r + c);
+            double tail[W] = {0};
+            for (std::size_t c = full; c < tw; ++c) tail[c - full] += static_cast<double>(y[c]) * r[c];
+            out[j * nx + x] = loc_sum<W>(acc, tail);
+        }
+    }
+    for (std::size_t t = 0; t < nd; ++t) {
+        const T* a = rows[da[t]] + c0;
+        const T* b = rows[db[t]] + c0;
+        V acc = loc_set1<W>(0.0);
+        for (std::size_t c = 0; c < full; c += W) {
+            const V e = loc_load<W>(a + c) - loc_load<W>(b + c);
+            acc += e * e;
+        }
+        double tail[W] = {0};
+        for (std::size_t c = full; c < tw; ++c) {
+            const double e = static_cast<double>(a[c]) - static_cast<double>(b[c]);
+            tail[c - full] += e * e;
+        }
+        out[n * nx + t] = loc_sum<W>(acc, tail);
+    }
+}
+
 }  // namespace kernels
 }  // namespace letcc

@@ -11,12 +11,15 @@
 // whatever the thread count.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "../dispatch.hpp"
 #include "../locator.hpp"
+#include "../locator_rescore.hpp"
 #include "../plan.hpp"
 #include "parallel.hpp"
 
@@ -49,17 +52,60 @@ void locator_sums(const ReinschFactor& f, const PlanTables& p, const T* const* r
 // s and loo (n each) of the rows rows[0 .. n): locator.hpp's scores, omd
 // (n) = 1 - H_ii of the detection spline. pair_inv (n - 1 rows of 4, the
 // 2 x 2 (I - H_PP)^-1 of each adjacent pair) not null: also the pair scores
-// pair (n - 1) in the same pass (locator_pair_scores_from_sums).
+// pair (n - 1) in the same pass (locator_pair_scores_from_sums). sums_out
+// not null: the pass's sums too (locator_sums_size(n, pairs)), for the
+// rescoring after an erasure (letcc.codes.robust).
 template <class T>
 void locator_scores(const ReinschFactor& f, const PlanTables& p, const T* const* rows, std::size_t m,
                     const double* omd, int threads, double* s, double* loo, const double* pair_inv = nullptr,
-                    double* pair = nullptr) {
+                    double* pair = nullptr, double* sums_out = nullptr) {
     const std::size_t n = static_cast<std::size_t>(p.n);
     const bool pairs = pair_inv != nullptr;
     std::vector<double> sums(locator_sums_size(p.n, pairs));
     locator_sums<T>(f, p, rows, m, threads, sums.data(), pairs);
     locator_scores_from_sums(n, sums.data(), omd, s, loo);
     if (pairs) locator_pair_scores_from_sums(n, sums.data(), pair_inv, pair);
+    if (sums_out != nullptr) std::copy(sums.begin(), sums.end(), sums_out);
+}
+
+// The scores (s, loo and, with pairs, pair) of the answers kept after
+// erasing `erased` (positions into rows[0 .. n)) from the n answers a first
+// pass scored, without another scoring pass (locator_rescore.hpp): first is
+// that pass's sums (locator_sums_size(n, pairs)), H the detection spline's
+// hat matrix (n x n, row-major). The outputs have n - |erased| entries
+// (pair one fewer). Deterministic as locator_sums (tiles of a fixed width,
+// their sums added in tile order). False, outputs untouched, when a cross
+// product or distance the pass forms is not finite (an erased answer
+// holding NaN or inf, which the identity cannot take out again).
+template <class T>
+bool locator_rescore(const double* H, const double* first, const T* const* rows, std::size_t n, std::size_t m,
+                     const std::vector<std::size_t>& erased, bool pairs, int threads, double* s, double* loo,
+                     double* pair) {
+    const LocatorRescore r = locator_rescore_plan(n, H, erased, pairs);
+    const std::size_t nx = r.cross.size(), nd = r.da.size(), no = n * nx + nd;
+    std::vector<double> total(no, 0.0);
+    if (m > 0) {
+        const std::size_t tw = tile_width(static_cast<std::int64_t>(n), sizeof(T), m);
+        const std::size_t ntiles = (m + tw - 1) / tw;
+        std::vector<double> part(ntiles * no);
+        for_each_tile(m, tw, m * n * (nx + 1), threads, [&](std::size_t c0, std::size_t w) {
+            double* buf = tls_scratch<double>(nx * w);
+            rescore_tile(r.ihx.data(), nx, n, rows, r.da.data(), r.db.data(), nd, c0, w, buf,
+                         part.data() + (c0 / tw) * no);
+        });
+        for (std::size_t t = 0; t < ntiles; ++t)
+            for (std::size_t i = 0; i < no; ++i) total[i] += part[t * no + i];
+    }
+    for (double v : total)
+        if (!std::isfinite(v)) return false;
+    const std::vector<double> sums = locator_rescored_sums(r, H, first, total.data(), total.data() + n * nx, pairs);
+    locator_scores_from_sums(r.nk, sums.data(), r.omd.data(), s, loo);
+    if (pairs) {
+        std::vector<double> pinv(r.nk >= 1 ? 4 * (r.nk - 1) : 0);
+        pair_inverses(r.nk, r.omd.data(), r.upper.data(), r.lower.data(), pinv.data());
+        locator_pair_scores_from_sums(r.nk, sums.data(), pinv.data(), pair);
+    }
+    return true;
 }
 
 }  // namespace driver
