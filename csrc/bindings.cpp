@@ -304,8 +304,9 @@ py::tuple locator_scores_from_sums_py(const py::object& sumsobj, const py::objec
 // another scoring pass (driver::locator_rescore): hat (n x n) the detection
 // spline's hat matrix, first that pass's sums (locator_scores(..., sums=True),
 // with pairs when `pairs`). (s, loo[, pair]) of the n - len(erased) answers
-// kept, ascending; None when an erased answer is not finite (then score the
-// answers kept with a pass of their own). The GIL released around the pass.
+// kept, ascending; None where the identity would lose float64 accuracy or an
+// erased answer is not finite (then score the answers kept with a pass of
+// their own). The GIL released around the pass.
 py::object locator_rescore(const py::object& hatobj, const py::object& firstobj, const py::object& yobj,
                            const py::object& rowsobj, const py::object& erasedobj, bool pairs, int threads) {
     const auto hat = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(hatobj);

@@ -287,14 +287,14 @@ LETCC_MULTIVERSION_LANES(locator_tile_f32,
 LETCC_MULTIVERSION_LANES(rescore_tile_f64,
                          (const double* ihx, std::size_t nx, std::size_t n, const double* const* rows,
                           const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0,
-                          std::size_t tw, double* buf, double* out),
-                         (ihx, nx, n, rows, da, db, nd, c0, tw, buf, out), kernels::rescore_tile, double)
+                          std::size_t tw, double* buf, double* out, std::size_t prefetch_cols),
+                         (ihx, nx, n, rows, da, db, nd, c0, tw, buf, out, prefetch_cols), kernels::rescore_tile, double)
 
 LETCC_MULTIVERSION_LANES(rescore_tile_f32,
                          (const double* ihx, std::size_t nx, std::size_t n, const float* const* rows,
                           const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0,
-                          std::size_t tw, double* buf, double* out),
-                         (ihx, nx, n, rows, da, db, nd, c0, tw, buf, out), kernels::rescore_tile, float)
+                          std::size_t tw, double* buf, double* out, std::size_t prefetch_cols),
+                         (ihx, nx, n, rows, da, db, nd, c0, tw, buf, out, prefetch_cols), kernels::rescore_tile, float)
 #if defined(LETCC_X86_DISPATCH)
 namespace {
 const char* isa_name(Isa isa) {

@@ -59,10 +59,10 @@ void locator_tile_f32(const PlanTables& p, const LocatorCoeffs& c, const float* 
 // overwritten with this tile's y_j . r_x and distances; buf: nx tw doubles.
 void rescore_tile_f64(const double* ihx, std::size_t nx, std::size_t n, const double* const* rows,
                       const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0, std::size_t tw,
-                      double* buf, double* out);
+                      double* buf, double* out, std::size_t prefetch_cols = 0);
 void rescore_tile_f32(const double* ihx, std::size_t nx, std::size_t n, const float* const* rows,
                       const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0, std::size_t tw,
-                      double* buf, double* out);
+                      double* buf, double* out, std::size_t prefetch_cols = 0);
 
 // The same entry points overloaded on the element type, so that code
 // templated on T (csrc/driver/) calls one name and never branches on dtype.
@@ -106,13 +106,13 @@ inline void locator_tile(const PlanTables& p, const LocatorCoeffs& c, const floa
 
 inline void rescore_tile(const double* ihx, std::size_t nx, std::size_t n, const double* const* rows,
                          const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0, std::size_t tw,
-                         double* buf, double* out) {
-    rescore_tile_f64(ihx, nx, n, rows, da, db, nd, c0, tw, buf, out);
+                         double* buf, double* out, std::size_t prefetch_cols = 0) {
+    rescore_tile_f64(ihx, nx, n, rows, da, db, nd, c0, tw, buf, out, prefetch_cols);
 }
 inline void rescore_tile(const double* ihx, std::size_t nx, std::size_t n, const float* const* rows,
                          const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0, std::size_t tw,
-                         double* buf, double* out) {
-    rescore_tile_f32(ihx, nx, n, rows, da, db, nd, c0, tw, buf, out);
+                         double* buf, double* out, std::size_t prefetch_cols = 0) {
+    rescore_tile_f32(ihx, nx, n, rows, da, db, nd, c0, tw, buf, out, prefetch_cols);
 }
 
 // The instruction set the compiler-vectorised kernels (dense, fit, generic

@@ -31,7 +31,9 @@
 
 #if defined(__GNUC__)
 #define LETCC_LOC_INLINE inline __attribute__((always_inline))
+#define LETCC_LOC_LAMBDA __attribute__((always_inline))
 #else
+#define LETCC_LOC_LAMBDA
 #define LETCC_LOC_INLINE inline
 #endif
 
@@ -297,50 +299,84 @@ LETCC_LOC_INLINE void locator_tile(const PlanTables& p, const LocatorCoeffs& rc_
 // the rows rows[0 .. n): the residual rows r_x = sum_j ihx[x][j] y_j of the
 // answers X (nx of them, into buf: nx rows of tw doubles), then
 // out[j nx + x] = y_j . r_x and out[n nx + t] = ||y_{da[t]} - y_{db[t]}||^2
-// (nd of them). float64 arithmetic, sums in W fixed lanes as locator_tile's.
+// (nd of them). float64 arithmetic. r_x is formed 4 vectors of columns at a
+// time with the rows inner (4 independent multiply-add chains, each row's
+// elements read once from memory); the dot products run along each row in
+// 4 accumulators (vector v into accumulator v mod 4 in whole groups of 4,
+// the rest into the first; added (0 + 1) + (2 + 3)), from the tile the
+// first loop brought into cache. prefetch_cols as locator_tile's.
 template <class T, int W>
 LETCC_LOC_INLINE void rescore_tile(const double* ihx, std::size_t nx, std::size_t n, const T* const* rows,
                                    const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0,
-                                   std::size_t tw, double* buf, double* out) {
+                                   std::size_t tw, double* buf, double* out, std::size_t prefetch_cols) {
     using V = typename LocVec<W>::V;
     const std::size_t full = tw / W * W;
-    std::memset(buf, 0, nx * tw * sizeof(double));
-    for (std::size_t j = 0; j < n; ++j) {
-        const T* y = rows[j] + c0;
-        for (std::size_t x = 0; x < nx; ++x) {
-            double* r = buf + x * tw;
-            const double w = ihx[x * n + j];
-            const V vw = loc_set1<W>(w);
-            for (std::size_t c = 0; c < full; c += W) loc_store<W>(r + c, loc_load<W>(r + c) + vw * loc_load<W>(y + c));
-            for (std::size_t c = full; c < tw; ++c) r[c] += w * static_cast<double>(y[c]);
+    const std::size_t group = 4 * static_cast<std::size_t>(W);
+#if defined(__GNUC__)
+    if (prefetch_cols)
+        for (std::size_t j = 0; j < n; ++j) {
+            const char* nxt = reinterpret_cast<const char*>(rows[j] + c0 + prefetch_cols);
+            for (std::size_t b = 0; b < tw * sizeof(T); b += 64) __builtin_prefetch(nxt + b, 0, 1);
+        }
+#endif
+    for (std::size_t x = 0; x < nx; ++x) {
+        const double* w = ihx + x * n;
+        double* r = buf + x * tw;
+        std::size_t c = 0;
+        for (; c + group <= full; c += group) {
+            V a0 = loc_set1<W>(0.0), a1 = a0, a2 = a0, a3 = a0;
+            for (std::size_t j = 0; j < n; ++j) {
+                const T* y = rows[j] + c0 + c;
+                const V vw = loc_set1<W>(w[j]);
+                a0 += vw * loc_load<W>(y);
+                a1 += vw * loc_load<W>(y + W);
+                a2 += vw * loc_load<W>(y + 2 * W);
+                a3 += vw * loc_load<W>(y + 3 * W);
+            }
+            loc_store<W>(r + c, a0);
+            loc_store<W>(r + c + W, a1);
+            loc_store<W>(r + c + 2 * W, a2);
+            loc_store<W>(r + c + 3 * W, a3);
+        }
+        for (; c < full; c += W) {
+            V a = loc_set1<W>(0.0);
+            for (std::size_t j = 0; j < n; ++j) a += loc_set1<W>(w[j]) * loc_load<W>(rows[j] + c0 + c);
+            loc_store<W>(r + c, a);
+        }
+        for (; c < tw; ++c) {
+            double a = 0.0;
+            for (std::size_t j = 0; j < n; ++j) a += w[j] * static_cast<double>(rows[j][c0 + c]);
+            r[c] = a;
         }
     }
-    for (std::size_t j = 0; j < n; ++j) {
-        const T* y = rows[j] + c0;
-        for (std::size_t x = 0; x < nx; ++x) {
-            const double* r = buf + x * tw;
-            V acc = loc_set1<W>(0.0);
-            for (std::size_t c = 0; c < full; c += W) acc += loc_load<W>(y + c) * loc_load<W>(r + c);
-            double tail[W] = {0};
-            for (std::size_t c = full; c < tw; ++c) tail[c - full] += static_cast<double>(y[c]) * r[c];
-            out[j * nx + x] = loc_sum<W>(acc, tail);
+    // sum_c a[c] b[c] (b_diff: of (a - b)^2 instead) in the 4 accumulators
+    const auto dot = [&](const T* a, const double* r, const T* b) LETCC_LOC_LAMBDA {
+        V s0 = loc_set1<W>(0.0), s1 = s0, s2 = s0, s3 = s0;
+        std::size_t c = 0;
+        const auto term = [&](std::size_t k) LETCC_LOC_LAMBDA {
+            if (b == nullptr) return loc_load<W>(a + k) * loc_load<W>(r + k);
+            const V e = loc_load<W>(a + k) - loc_load<W>(b + k);
+            return e * e;
+        };
+        for (; c + group <= full; c += group) {
+            s0 += term(c);
+            s1 += term(c + W);
+            s2 += term(c + 2 * W);
+            s3 += term(c + 3 * W);
         }
-    }
-    for (std::size_t t = 0; t < nd; ++t) {
-        const T* a = rows[da[t]] + c0;
-        const T* b = rows[db[t]] + c0;
-        V acc = loc_set1<W>(0.0);
-        for (std::size_t c = 0; c < full; c += W) {
-            const V e = loc_load<W>(a + c) - loc_load<W>(b + c);
-            acc += e * e;
-        }
+        for (; c < full; c += W) s0 += term(c);
         double tail[W] = {0};
-        for (std::size_t c = full; c < tw; ++c) {
-            const double e = static_cast<double>(a[c]) - static_cast<double>(b[c]);
-            tail[c - full] += e * e;
+        for (; c < tw; ++c) {
+            const double e = b == nullptr ? static_cast<double>(a[c]) * r[c]
+                                          : (static_cast<double>(a[c]) - static_cast<double>(b[c])) *
+                                                (static_cast<double>(a[c]) - static_cast<double>(b[c]));
+            tail[c - full] += e;
         }
-        out[n * nx + t] = loc_sum<W>(acc, tail);
-    }
+        return loc_sum<W>((s0 + s1) + (s2 + s3), tail);
+    };
+    for (std::size_t j = 0; j < n; ++j)
+        for (std::size_t x = 0; x < nx; ++x) out[j * nx + x] = dot(rows[j] + c0, buf + x * tw, nullptr);
+    for (std::size_t t = 0; t < nd; ++t) out[n * nx + t] = dot(rows[da[t]] + c0, nullptr, rows[db[t]] + c0);
 }
 
 }  // namespace kernels

@@ -19,14 +19,14 @@ from letcc.splines.gcv import lam_scale
 from test_robust_locator_scores import answers, random_knots, ref_scores
 
 
-def ref_pair_scores(knots, Y):
+def ref_pair_scores(knots, Y, lam=None):
     """(n - 1,) p_i = min(e_i, e_{i+1}, out_i, out_{i+1}) for the pair i, i + 1:
-    e the squared misfit of each member against the spline (the detection
-    lam of all n knots) fitted to the other n - 2 answers, out the member's
-    smallest squared distance to the 2 answers on its outer side."""
+    e the squared misfit of each member against the spline (lam None: the
+    detection lam of all n knots) fitted to the other n - 2 answers, out the
+    member's smallest squared distance to the 2 answers on its outer side."""
     n = knots.shape[0]
     Y = np.asarray(Y, dtype=np.float64)
-    lam = lam_scale(knots, np.ones(n))
+    lam = lam_scale(knots, np.ones(n)) if lam is None else lam
     p = np.empty(n - 1)
 
     def d(i, j):
@@ -58,21 +58,23 @@ def ref_locate(knots, Y, E, ratio, pair_ratio):
     """spline_locate's steps with the pair stage, on the dense references:
     each step with 2 or more erasures left tests the top pair and erases it
     when its statistic exceeds its threshold by a larger factor than the
-    single statistic exceeds its own; else the single test as before."""
+    single statistic exceeds its own; else the single test as before.
+    Every step refits the answers kept with the first step's lam."""
     n = knots.shape[0]
     keep = list(range(n))
     erased = []
     steps = min(E, n - 3)
+    lam = lam_scale(knots, np.ones(n))
     while len(erased) < steps:
         t = knots[keep]
-        s, loo, _, _ = ref_scores(t, Y[keep])
+        s, loo, _, _ = ref_scores(t, Y[keep], lam)
         ok = erasable(t)
         s = np.where(ok, s, 0.0)
         med = np.median(loo)
         stat = s.max() / med
         r = ratio(len(keep))
         if steps - len(erased) >= 2 and len(keep) >= 5:
-            p = masked_pairs(t, ref_pair_scores(t, Y[keep]))
+            p = masked_pairs(t, ref_pair_scores(t, Y[keep], lam))
             j = int(np.argmax(p))
             stat2, r2 = p[j] / med, pair_ratio(len(keep))
             i = int(np.argmax(s))
@@ -134,7 +136,8 @@ def test_pair_scores_with_rows_threads_and_the_test_mask(rng):
     t[0] = t[1] - 10 * np.median(np.diff(t))          # answer 0 isolated: its pair is never erased by a test
     Y = answers(rng, t, m, bad=[5, 6])
     ds = DetectionSplines()
-    plan, omd, _, pair_inv, _ = ds.get(t)
+    d = ds.get(t)
+    plan, omd, pair_inv = d.plan, d.one_minus_diag, d.pair_inv
     want = _core.locator_scores(plan, Y, omd, None, 0, pair_inv)
     perm = rng.permutation(n + 3)[:n]
     big = np.zeros((n + 3, m))
@@ -150,7 +153,8 @@ def test_pair_scores_with_rows_threads_and_the_test_mask(rng):
 
 def test_pair_inv_errors_name_the_value(rng):
     t = random_knots(rng, 9)
-    plan, omd, _, pair_inv, _ = DetectionSplines().get(t)
+    d = DetectionSplines().get(t)
+    plan, omd, pair_inv = d.plan, d.one_minus_diag, d.pair_inv
     Y = answers(rng, t, 4)
     with pytest.raises(ValueError, match="pair_inv has 28 entries but the plan's 9 knots make 8 adjacent pairs"):
         _core.locator_scores(plan, Y, omd, None, 0, pair_inv[:-4])

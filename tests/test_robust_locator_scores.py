@@ -23,16 +23,16 @@ from letcc.splines.gcv import lam_scale
 _HATS: dict = {}
 
 
-def dense_hat(knots):
-    """The detection spline's hat matrix at its knots (lam = lam_scale)."""
-    key = knots.tobytes()
+def dense_hat(knots, lam=None):
+    """The detection spline's hat matrix at its knots (lam None: lam_scale of the knots)."""
+    key = (knots.tobytes(), lam)
     if key not in _HATS:
-        lam = lam_scale(knots, np.ones(knots.shape[0]))
-        _HATS[key] = SplineSmoother(knots, knots, lam=lam, method="dense").matrix()
+        lam_k = lam_scale(knots, np.ones(knots.shape[0])) if lam is None else lam
+        _HATS[key] = SplineSmoother(knots, knots, lam=lam_k, method="dense").matrix()
     return _HATS[key]
 
 
-def ref_scores(knots, Y):
+def ref_scores(knots, Y, lam=None):
     """(s, loo, d1, d2) from dense float64 formulas: loo_i = ||(Y - H Y)_i||^2 /
     (1 - H_ii)^2; agreement_i = max(nn_i, side_i / 4) with nn the nearest of
     the 2 answers on either side and side the better side's farther answer
@@ -40,7 +40,7 @@ def ref_scores(knots, Y):
     s = min(loo, agreement)."""
     n = knots.shape[0]
     Y = np.asarray(Y, dtype=np.float64)
-    H = dense_hat(knots)
+    H = dense_hat(knots, lam)
     R = Y - H @ Y
     loo = (R * R).sum(axis=1) / (1.0 - np.diag(H)) ** 2
 
@@ -60,13 +60,15 @@ def ref_scores(knots, Y):
 
 def ref_locate(knots, Y, E, ratio=None):
     """spline_locate's steps on the dense reference: (erased positions,
-    first step's report)."""
+    first step's report). Every step refits the answers kept with the
+    first step's lam (the round's detection spline)."""
     n = knots.shape[0]
     keep = list(range(n))
     erased, report = [], {}
+    lam = lam_scale(knots, np.ones(n))
     for _ in range(min(E, n - 3)):
         t = knots[keep]
-        s, loo, _, _ = ref_scores(t, Y[keep])
+        s, loo, _, _ = ref_scores(t, Y[keep], lam)
         if ratio is not None:
             gaps = np.diff(t)
             near = np.minimum(np.r_[np.inf, gaps], np.r_[gaps, np.inf])

@@ -74,7 +74,8 @@ void locator_scores(const ReinschFactor& f, const PlanTables& p, const T* const*
 // that pass's sums (locator_sums_size(n, pairs)), H the detection spline's
 // hat matrix (n x n, row-major). The outputs have n - |erased| entries
 // (pair one fewer). Deterministic as locator_sums (tiles of a fixed width,
-// their sums added in tile order). False, outputs untouched, when a cross
+// their sums added in tile order). False, outputs untouched, where the
+// identity would lose float64 accuracy (LocatorRescore::accurate) or a cross
 // product or distance the pass forms is not finite (an erased answer
 // holding NaN or inf, which the identity cannot take out again).
 template <class T>
@@ -82,6 +83,7 @@ bool locator_rescore(const double* H, const double* first, const T* const* rows,
                      const std::vector<std::size_t>& erased, bool pairs, int threads, double* s, double* loo,
                      double* pair) {
     const LocatorRescore r = locator_rescore_plan(n, H, erased, pairs);
+    if (!r.accurate) return false;
     const std::size_t nx = r.cross.size(), nd = r.da.size(), no = n * nx + nd;
     std::vector<double> total(no, 0.0);
     if (m > 0) {
@@ -91,7 +93,7 @@ bool locator_rescore(const double* H, const double* first, const T* const* rows,
         for_each_tile(m, tw, m * n * (nx + 1), threads, [&](std::size_t c0, std::size_t w) {
             double* buf = tls_scratch<double>(nx * w);
             rescore_tile(r.ihx.data(), nx, n, rows, r.da.data(), r.db.data(), nd, c0, w, buf,
-                         part.data() + (c0 / tw) * no);
+                         part.data() + (c0 / tw) * no, c0 + 2 * tw <= m ? tw : 0);
         });
         for (std::size_t t = 0; t < ntiles; ++t)
             for (std::size_t i = 0; i < no; ++i) total[i] += part[t * no + i];

@@ -459,10 +459,11 @@ class LeTCC(Code):
         est = self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
         return (est, np.zeros(0, dtype=np.int64)) if return_flagged else est
 
-    def _decode_log(self, avail: np.ndarray, Z):
-        """The estimates from the log outputs Z of the answers `avail`."""
+    def _decode_log(self, avail: np.ndarray, Z, rows=None):
+        """The estimates from the log outputs Z of the answers `avail` (rows:
+        Z's row rows[i] is worker avail[i]'s, the others are left out)."""
         self.last_output_space = "log"
-        est = self._decode_rows(avail, Z, self._plan_log, permutable=self._set_keyed)
+        est = self._decode_rows(avail, Z, self._plan_log, permutable=self._set_keyed, rows=rows)
         if not (type(est) is np.ndarray and _core.softmax_last_axis(est)):
             est = from_log(est)
         return est
@@ -510,24 +511,45 @@ class LeTCC(Code):
                 avail, Y, Z = avail[keep_rows], take_rows(Y, keep_rows), None
         if log and Z is None:
             Z = log_or_none(Y, strict=True)
-        avail, Y, Z, flagged = self._erase_flagged(avail, Y, Z if log else None, max(E - invalid.size, 0))
+        avail, kept, flagged = self._erase_flagged(avail, Y, Z if log else None, max(E - invalid.size, 0))
         if invalid.size:
             flagged = np.union1d(invalid, flagged)
         # the plain decoder's own steps on the answers kept (in log space on
         # the logs already taken: the same numbers as its fused pass)
-        est = self._decode_log(avail, Z) if log else self._decode_plain(avail, Y, False)
+        if log:
+            est = self._decode_log(avail, Z, rows=kept)
+        elif kept is None:
+            est = self._decode_plain(avail, Y, False)
+        else:
+            est = self._decode_kept(avail, Y, kept)
         return (est, flagged) if return_flagged else est
+
+    def _decode_kept(self, avail: np.ndarray, Y, rows: np.ndarray):
+        """_decode_plain of the rows `rows` of Y (row rows[i]: worker
+        avail[i]), without copying them where the decode is known to be
+        linear: output_space='linear', or 'auto' with a row kept that is not
+        a probability vector (then the rows kept are not all probabilities,
+        and the plain decoder decodes them linearly too)."""
+        linear = self._space == "linear"
+        if self._space is None and type(Y) is np.ndarray and Y.ndim >= 2 and Y.flags.c_contiguous:
+            r = int(rows[0])
+            Z = _core.log_prepare(Y[r:r + 1], True, PROB_SUM_TOL, LOG_FLOOR)
+            linear = Z is None or Z is False
+        if linear:
+            self.last_output_space = "linear"
+            return self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed, rows=rows)
+        return self._decode_plain(avail, take_rows(Y, rows), False)
 
     last_clean_round: dict | None = None
 
     def _erase_flagged(self, avail: np.ndarray, Y, Z, budget: int):
-        """(avail', Y', Z', flagged): the spline locator's erasures removed.
-        Z: Y's log when the locator scores the log space (probability
-        answers; then the log space is decoded, Y may be None and Y' is
-        not copied: Y' is Y when nothing is erased, else None), else None
-        (it scores Y)."""
+        """(avail', rows, flagged): the workers the spline locator keeps,
+        their rows in Y (or Z) in that order (None: all, nothing erased) and
+        the sorted workers it erased. Z: Y's log when the locator scores the
+        log space (probability answers; Y may be None), else None (it
+        scores Y)."""
         if budget <= 0 or self.flag_threshold == np.inf:
-            return avail, Y, Z, np.zeros(0, dtype=np.int64)
+            return avail, None, np.zeros(0, dtype=np.int64)
         ascending = bool((avail[1:] > avail[:-1]).all())
         order = np.arange(avail.size) if ascending else np.argsort(avail, kind="stable")
         srt = avail if ascending else avail[order]
@@ -552,14 +574,12 @@ class LeTCC(Code):
                                              pair_statistic=report["pair_statistic"],
                                              pair_threshold=report["pair_threshold"])
         if pos.size == 0:
-            return avail, Y, Z, np.zeros(0, dtype=np.int64)
+            return avail, None, np.zeros(0, dtype=np.int64)
         flagged = np.sort(srt[pos])
         kept = np.ones(srt.size, dtype=bool)
         kept[pos] = False
         keep_rows = np.sort(order[kept])   # rows of Y kept, Y's order
-        if Z is not None:
-            return avail[keep_rows], None, take_rows(Z, keep_rows), flagged
-        return avail[keep_rows], take_rows(Y, keep_rows), None, flagged
+        return avail[keep_rows], keep_rows, flagged
 
     def clean_round_threshold(self, n: int, space: str = "linear", pair: bool = False) -> float:
         """The clean-round test's threshold on the round statistic for n

@@ -41,15 +41,25 @@ to +160% MSE against nn alone, bench/results/adversarial.md's E = 0 rows).
 
 The locator takes the worker with the largest score, erases it, rescores
 the rest and repeats, E times (one at a time: two wrong answers side by side
-mask each other in a single pass), leaving at least 3 answers. Each scoring
-is one compiled pass over the answers it scores (letcc._core.locator_scores,
+mask each other in a single pass), leaving at least 3 answers. The first
+scoring is one compiled pass over the answers (letcc._core.locator_scores,
 csrc/locator.hpp: the formulas' one home; csrc/driver/locator.hpp): the
 detection spline's residuals from its banded Reinsch factors (no n x n
 operator), their row sums and the distances to the next two answers, O(n m)
-and deterministic; a rescoring after an erasure is a pass over the n - 1
-answers kept, with the detection spline of those (exact, nothing carried
-over from the previous step). The detection spline, 1 - H_ii and which
-answers a test may erase are cached per answering set (DetectionSplines).
+and deterministic. Every later step scores the answers kept with the same
+lam, the round's detection spline fitted to them alone, without another
+such pass (locator_rescored, csrc/locator_rescore.hpp): by the identity
+behind loo_i, the residuals of that fit are r_K + H_KE (I - H_EE)^-1 r_E
+for the erased answers E, so its sums follow from the first pass's and the
+erased answers' residual cross products r_j . r_e, which one pass of two
+multiply-adds an element per erased answer forms (a scoring pass makes ~15;
+bench/results/robust_decode.md). Exact but for rounding (within ~1e-6 of
+the largest score against dense refits; where the identity would lose more,
+an answer kept nearly alone between erased ones, the answers kept get a
+pass of their own with the same lam). The detection spline, its hat matrix,
+1 - H_ii and which answers a test may erase are cached per answering set
+(DetectionSplines). The answers kept are then decoded in place where the
+decoder is dense (zero columns for the erased rows, no copy).
 
 Pair stage (``pair_ratio``; LeTCC with adversaries >= 2). Two wrong
 answers on adjacent nodes vouch for each other: each one's nearest answer
@@ -128,6 +138,7 @@ smaller summed |Q| rank) are flagged, dropped, and the rest Berrut-decoded.
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -136,7 +147,8 @@ from letcc.codes._plan_cache import PlanCache
 from letcc.splines import SplineSmoother
 from letcc.splines.gcv import lam_scale
 
-__all__ = ["check_adversaries", "check_valid", "invalid_rows", "DetectionSplines", "erasable", "locator_scores",
+__all__ = ["check_adversaries", "check_valid", "invalid_rows", "DetectionSpline", "DetectionSplines", "erasable",
+           "locator_scores", "locator_rescored",
            "PAIR_MIN_ANSWERS", "pair_erasable", "round_statistic", "spline_locate", "bw_needed",
            "bw_locator_values", "bw_locate"]
 
@@ -167,48 +179,66 @@ def check_adversaries(E, N: int, maximum: int, why: str) -> int:
     return E_int
 
 
+class DetectionSpline(NamedTuple):
+    """The detection spline of one answering set (DetectionSplines.get); all read-only."""
+    plan: object                    # letcc._core.Plan at the knots (locator_scores)
+    one_minus_diag: np.ndarray      # 1 - H_ii (n,)
+    not_erasable: np.ndarray | None  # ~erasable(knots) (n,); None where every answer is erasable
+    pair_inv: np.ndarray            # (I - H_PP)^-1 of pair i = answers i, i + 1, row-major, 4 (n - 1)
+    pair_not_erasable: np.ndarray   # ~pair_erasable(knots) (n - 1,)
+    hat: np.ndarray                 # H (n, n): for the rescoring after an erasure
+    lam: float
+
+
 class DetectionSplines:
     """Per answering set (its ascending detection knots, detection_knots):
-    the detection spline (the compiled plan at the knots), 1 - diag H, the
-    answers a test may erase (``erasable``) and, for the pair stage, each
-    adjacent pair's (I - H_PP)^-1, cached."""
+    its DetectionSpline, cached; and, for the knots kept after erasures,
+    the masks alone (``masks``)."""
 
     def __init__(self, maxsize: int = 128):
         self._cache = PlanCache(maxsize)
+        self._masks = PlanCache(maxsize)
 
-    def get(self, knots: np.ndarray):
-        """(plan, one_minus_diag, not_erasable, pair_inv, pair_not_erasable)
-        for the ascending `knots` (n): plan a letcc._core.Plan (for
-        locator_scores), one_minus_diag (n,), not_erasable (~erasable(knots),
-        (n,)), pair_inv (4 (n - 1),) the 2 x 2 inverses row-major, pair i
-        being answers i, i + 1, pair_not_erasable (~pair_erasable(knots),
-        (n - 1,)); not_erasable None where every answer is erasable (the
-        common case: nothing to mask); all read-only."""
-        return self._cache.get(knots.tobytes(), lambda: _detection_spline(knots))
+    def get(self, knots: np.ndarray, lam: float | None = None) -> DetectionSpline:
+        """The DetectionSpline at the ascending `knots` (n), with lam =
+        DETECTION_LAM_FACTOR * lam_scale(knots) or the `lam` given (the
+        answers kept after erasures, scored with their round's spline)."""
+        key = knots.tobytes() if lam is None else knots.tobytes() + np.float64(lam).tobytes()
+        return self._cache.get(key, lambda: _detection_spline(knots, lam))
+
+    def masks(self, knots: np.ndarray):
+        """(not_erasable, pair_not_erasable) of get(knots) without the
+        spline: for the knots kept after an erasure, which the rescoring
+        scores with the first step's spline (spline_locate)."""
+        return self._masks.get(knots.tobytes(), lambda: _masks(knots))
 
 
-def _detection_spline(knots: np.ndarray):
+def _masks(knots: np.ndarray):
+    ok = erasable(knots)
+    pair_not_ok = ~pair_erasable(knots, ok)
+    not_ok = ~ok
+    for arr in (not_ok, pair_not_ok):
+        arr.flags.writeable = False
+    return (None if not not_ok.any() else not_ok), pair_not_ok
+
+
+def _detection_spline(knots: np.ndarray, lam: float | None = None) -> DetectionSpline:
     n = knots.shape[0]
-    lam = DETECTION_LAM_FACTOR * lam_scale(knots, np.ones(n))
+    if lam is None:
+        lam = DETECTION_LAM_FACTOR * lam_scale(knots, np.ones(n))
     plan = SplineSmoother(knots, knots, lam=lam, method="banded")
     H = plan.matrix()
     one_minus_diag = 1.0 - np.diag(H)
-    not_ok = ~erasable(knots)
-    # (I - H_PP)^-1 of P = {i, i + 1}: [[a, -b], [-c, d]]^-1 = [[d, b], [c, a]] / (a d - b c)
-    a, d = one_minus_diag[:-1], one_minus_diag[1:]
-    b, c = np.diag(H, 1), np.diag(H, -1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pair_inv = (np.stack([d, b, c, a], axis=1) / (a * d - b * c)[:, None]).ravel()
-    pair_not_ok = ~pair_erasable(knots, ~not_ok)
-    for arr in (one_minus_diag, not_ok, pair_inv, pair_not_ok):
+    # (I - H_PP)^-1 of P = {i, i + 1}
+    pair_inv = _core.pair_inverses(one_minus_diag, np.diag(H, 1), np.diag(H, -1))
+    not_ok, pair_not_ok = _masks(knots)
+    for arr in (one_minus_diag, pair_inv, H):
         arr.flags.writeable = False
-    if not not_ok.any():
-        not_ok = None
-    return plan._plan, one_minus_diag, not_ok, pair_inv, pair_not_ok
+    return DetectionSpline(plan._plan, one_minus_diag, not_ok, pair_inv, pair_not_ok, H, float(lam))
 
 
 def locator_scores(splines: DetectionSplines, knots: np.ndarray, Y: np.ndarray, rows=None, tested: bool = False,
-                   pairs: bool = False):
+                   pairs: bool = False, sums: bool = False, lam: float | None = None):
     """(s, loo), each (n,) float64: the locator's scores s_i = min(loo_i,
     agreement_i) and the leave-one-out scores loo_i (the module docstring)
     of the answers at the ascending detection `knots` (n), in one compiled
@@ -217,19 +247,52 @@ def locator_scores(splines: DetectionSplines, knots: np.ndarray, Y: np.ndarray, 
     tested: the scores a test looks at, 0 where an answer may not be erased
     (``erasable``). pairs (n >= PAIR_MIN_ANSWERS): (s, loo, p), p (n - 1,)
     the pair scores of the same pass (the module docstring; tested: 0 where
-    the pair may not be erased, ``pair_erasable``)."""
-    plan, omd, not_erasable, pair_inv, pair_not_erasable = splines.get(knots)
-    if pairs:
-        s, loo, p = _core.locator_scores(plan, Y, omd, rows, 0, pair_inv)
-        if tested:
-            if not_erasable is not None:
-                s[not_erasable] = 0.0
-            p[pair_not_erasable] = 0.0
-        return s, loo, p
-    s, loo = _core.locator_scores(plan, Y, omd, rows)
-    if tested and not_erasable is not None:
-        s[not_erasable] = 0.0
-    return s, loo
+    the pair may not be erased, ``pair_erasable``). sums: the pass's sums
+    appended (what locator_rescored takes). lam: the detection spline's
+    (None: the knots' own, DetectionSplines.get)."""
+    d = splines.get(knots, lam)
+    out = _core.locator_scores(d.plan, Y, d.one_minus_diag, rows, 0, d.pair_inv if pairs else None, sums)
+    if tested:
+        _mask(out, d.not_erasable, d.pair_not_erasable if pairs else None)
+    return out
+
+
+def _mask(scores, not_erasable, pair_not_erasable) -> None:
+    """A test's view of (s, loo[, p, ...]): 0 where it may not erase."""
+    if not_erasable is not None:
+        scores[0][not_erasable] = 0.0
+    if pair_not_erasable is not None:
+        scores[2][pair_not_erasable] = 0.0
+
+
+def locator_rescored(splines: DetectionSplines, knots: np.ndarray, Y: np.ndarray, rows, first_sums: np.ndarray,
+                     erased, tested: bool = False, pairs: bool = False):
+    """The scores locator_scores gives (s, loo[, p]) of the answers kept
+    after erasing the positions `erased` from those a first pass scored at
+    the ascending `knots` (rows as there; first_sums: its sums), with that
+    pass's detection spline (its lam) fitted to the answers kept, without
+    a second scoring pass: letcc._core.locator_rescore
+    (csrc/locator_rescore.hpp: the first pass's sums and one pass forming
+    the erased answers' residual cross products). Where that cannot be done
+    to float64 accuracy (an erased answer that is not finite; an answer
+    kept that the spline nearly interpolates once the erased are out, or
+    (I - H_EE) near singular: its conditioning checks) the answers kept are
+    scored by a pass of their own, with the same lam."""
+    d = splines.get(knots)
+    n = knots.shape[0]
+    first = first_sums if pairs else first_sums[:3 * n]
+    erased = np.asarray(erased, dtype=np.int64)
+    kept = np.ones(n, dtype=bool)
+    kept[erased] = False
+    out = _core.locator_rescore(d.hat, first, Y, rows, erased, pairs)
+    tk = knots[kept]
+    if out is None:
+        rows_k = np.flatnonzero(kept) if rows is None else np.asarray(rows)[kept]
+        return locator_scores(splines, tk, Y, rows_k, tested=tested, pairs=pairs, lam=d.lam)
+    if tested:
+        not_erasable, pair_not_erasable = splines.masks(tk)
+        _mask(out, not_erasable, pair_not_erasable if pairs else None)
+    return out
 
 
 def detection_knots(nodes: np.ndarray) -> np.ndarray:
@@ -350,23 +413,24 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
         pair_ratio = None       # untested: E single erasures
     t = detection_knots(nodes) if knots is None else knots
     keep = np.arange(n)
-    rows_k = rows
     erased: list = []
+    first_sums = None
     while len(erased) < steps:
-        tk = t[keep] if erased else t
         pairs = pair_ratio is not None and steps - len(erased) >= 2 and keep.size >= PAIR_MIN_ANSWERS
         tested = ratio is not None
-        if pairs:
-            s, loo, p = locator_scores(splines, tk, Y, rows_k, tested=True, pairs=True)
-        else:
-            s, loo = locator_scores(splines, tk, Y, rows_k, tested=tested)
+        if not erased:
+            *scores, first_sums = locator_scores(splines, t, Y, rows, tested=tested, pairs=pairs, sums=True)
+        else:           # the answers kept, with the first step's spline, without another scoring pass
+            scores = locator_rescored(splines, t, Y, rows, first_sums, erased, tested=tested, pairs=pairs)
+        s, loo = scores[0], scores[1]
+        p = scores[2] if pairs else None
         i = int(s.argmax())
         med = _median(loo)
         stat = _over(float(s[i]), med)          # round_statistic(s, loo)
         r = (ratio(keep.size) if callable(ratio) else ratio) if tested else None
         if report is not None and not erased:
             report.update(top=int(keep[i]), statistic=stat, threshold=r)
-        if pairs:
+        if p is not None:
             j = int(p.argmax())
             stat2 = _over(float(p[j]), med)
             r2 = pair_ratio(keep.size) if callable(pair_ratio) else pair_ratio
@@ -380,13 +444,11 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
             if stat2 > r2 and not single_first:
                 erased += [int(keep[j]), int(keep[j + 1])]
                 keep = np.concatenate((keep[:j], keep[j + 2:]))
-                rows_k = keep if rows is None else np.asarray(rows)[keep]
                 continue
         if tested and not stat > r:
             break
         erased.append(int(keep[i]))
         keep = np.concatenate((keep[:i], keep[i + 1:]))
-        rows_k = keep if rows is None else np.asarray(rows)[keep]
     return np.array(erased, dtype=np.int64)
 
 

@@ -59,6 +59,18 @@ class DenseOperator(LinearMap):
         op._setup(np.ascontiguousarray(self._a[:, perm]))
         return op
 
+    def _spread(self, columns: np.ndarray, width: int) -> "DenseOperator":
+        """The operator on `width` inputs whose column columns[i] is this
+        one's column i and whose other columns are 0: this map applied to
+        the inputs `columns` of a longer array, the others left out (0 * y
+        adds an exact 0 for finite y: the map on the rows kept, to rounding,
+        as the kernel may add the terms in another order)."""
+        a = np.zeros((self.q, width))
+        a[:, columns] = self._a
+        op = type(self).__new__(type(self))
+        op._setup(a)
+        return op
+
     def matrix(self) -> np.ndarray:
         """The (q, n) float64 matrix (a copy)."""
         return self._a.copy()
