@@ -208,6 +208,22 @@ std::vector<std::size_t> knot_rows(const py::object& rowsobj, std::size_t n, std
     return idx;
 }
 
+// f(rows) with rows[i] (const T* const*, T y's element type) pointing at y's
+// row idx[i] of m elements, the GIL released: the locator's passes over any
+// rows of the caller's array.
+template <class F>
+void on_rows(FloatKind kind, const py::array& y, const std::vector<std::size_t>& idx, std::size_t m, F&& f) {
+    dispatch_float(kind, [&](auto tag) {
+        using T = decltype(tag);
+        const T* base = static_cast<const T*>(y.data());
+        std::vector<const T*> ptrs(idx.size());
+        for (std::size_t i = 0; i < idx.size(); ++i) ptrs[i] = base + idx[i] * m;
+        const T* const* rows = ptrs.data();
+        py::gil_scoped_release release;
+        f(rows);
+    });
+}
+
 // The spline locator's scores (s, loo) of n answers (letcc.codes.robust): the
 // rows of y (2-D, C-contiguous float32/float64, (answers, m)) that `rows`
 // names in knot order (None: every row of y, in order), scored with the
@@ -252,14 +268,9 @@ py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj,
     double* pp = pair.mutable_data();
     py::array_t<double> sums(static_cast<py::ssize_t>(want_sums ? locator_sums_size(plan.n(), pairs) : 0));
     double* sums_p = want_sums ? sums.mutable_data() : nullptr;
-    dispatch_float(kind, [&](auto tag) {
-        using T = decltype(tag);
-        const T* base = static_cast<const T*>(y.data());
-        std::vector<const T*> ptrs(n);
-        for (std::size_t i = 0; i < n; ++i) ptrs[i] = base + idx[i] * m;
-        py::gil_scoped_release release;
-        driver::locator_scores<T>(plan.factor(), plan.tables(), ptrs.data(), m, omd.data(), threads, sp, lp,
-                                  pairs ? pinv.data() : nullptr, pp, sums_p);
+    on_rows(kind, y, idx, m, [&](auto rows) {
+        driver::locator_scores(plan.factor(), plan.tables(), rows, m, omd.data(), threads, sp, lp,
+                               pairs ? pinv.data() : nullptr, pp, sums_p);
     });
     if (want_sums) {
         if (pairs) return py::make_tuple(s, loo, pair, sums);
@@ -345,13 +356,8 @@ py::object locator_rescore(const py::object& hatobj, const py::object& firstobj,
     double* pp = pair.mutable_data();
     const double* H = hat.data();
     bool ok = false;
-    dispatch_float(kind, [&](auto tag) {
-        using T = decltype(tag);
-        const T* base = static_cast<const T*>(y.data());
-        std::vector<const T*> ptrs(n);
-        for (std::size_t i = 0; i < n; ++i) ptrs[i] = base + idx[i] * m;
-        py::gil_scoped_release release;
-        ok = driver::locator_rescore<T>(H, first.data(), ptrs.data(), n, m, erased, pairs, threads, sp, lp, pp);
+    on_rows(kind, y, idx, m, [&](auto rows) {
+        ok = driver::locator_rescore(H, first.data(), rows, n, m, erased, pairs, threads, sp, lp, pp);
     });
     if (!ok) return py::none();
     if (pairs) return py::make_tuple(s, loo, pair);

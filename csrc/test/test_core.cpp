@@ -401,6 +401,79 @@ void test_locator(std::size_t n, std::size_t m) {
               n, m, i, ps[3 * n + i], rr_ref[i]);
 }
 
+// The rescoring after erasures (driver::locator_rescore, locator_rescore.hpp)
+// against a scoring pass over the rows kept with the spline of the same lam
+// fitted to their knots alone; with pairs; one and two threads bit for bit; a
+// non-finite erased row declined.
+void test_locator_rescore(std::size_t n, std::size_t m) {
+    const std::vector<double> x = random_knots(n);
+    const std::vector<double> w(n, 1.0);
+    const double lam = 0.01 * uniform(0.5, 2.0);
+    const driver::SplinePlan plan(x, w, lam, x, 0, "banded");
+    std::vector<double> H(n * n);
+    plan.matrix(H.data());
+    std::vector<double> Y = random_vector(n * m, -1.0, 1.0);
+    for (std::size_t i = 0; i < n; ++i)            // a smooth signal, two rows wrong
+        for (std::size_t c = 0; c < m; ++c) Y[i * m + c] = 0.05 * Y[i * m + c] + std::sin(x[i] + 0.1 * c);
+    for (std::size_t c = 0; c < m; ++c) Y[2 * m + c] += 3.0, Y[(n / 2) * m + c] -= 2.0;
+    std::vector<const double*> rows(n);
+    for (std::size_t i = 0; i < n; ++i) rows[i] = Y.data() + i * m;
+    std::vector<double> omd(n);
+    for (std::size_t i = 0; i < n; ++i) omd[i] = 1.0 - H[i * n + i];
+    for (bool pairs : {false, true}) {
+        std::vector<double> first(locator_sums_size(static_cast<std::int64_t>(n), pairs));
+        driver::locator_sums<double>(plan.factor(), plan.tables(), rows.data(), m, 2, first.data(), pairs);
+        const std::vector<std::vector<std::size_t>> sets = {{2}, {2, n / 2}, {n / 2, n / 2 + 1}, {0, n - 1, 4}};
+        for (const auto& erased : sets) {
+            const std::size_t nk = n - erased.size();
+            if (nk < (pairs ? 5u : 3u)) continue;
+            std::vector<double> s(nk), loo(nk), p(nk), s1(nk), loo1(nk), p1(nk);
+            const bool ok = driver::locator_rescore<double>(H.data(), first.data(), rows.data(), n, m, erased, pairs,
+                                                            2, s.data(), loo.data(), p.data());
+            CHECK(ok, "rescore n=%zu m=%zu: declined", n, m);
+            if (!ok) continue;
+            driver::locator_rescore<double>(H.data(), first.data(), rows.data(), n, m, erased, pairs, 1, s1.data(),
+                                            loo1.data(), p1.data());
+            CHECK(s == s1 && loo == loo1 && p == p1, "rescore n=%zu m=%zu: one thread and two differ", n, m);
+            // the reference: a pass over the rows kept, their own plan at the same lam
+            std::vector<double> xk;
+            std::vector<const double*> rk;
+            for (std::size_t i = 0; i < n; ++i)
+                if (std::find(erased.begin(), erased.end(), i) == erased.end()) {
+                    xk.push_back(x[i]);
+                    rk.push_back(rows[i]);
+                }
+            const driver::SplinePlan pk(xk, std::vector<double>(nk, 1.0), lam, xk, 0, "banded");
+            std::vector<double> Hk(nk * nk), ok_omd(nk), up(nk), lo(nk), pinv(4 * nk);
+            pk.matrix(Hk.data());
+            for (std::size_t i = 0; i < nk; ++i) ok_omd[i] = 1.0 - Hk[i * nk + i];
+            for (std::size_t i = 0; i + 1 < nk; ++i) up[i] = Hk[i * nk + i + 1], lo[i] = Hk[(i + 1) * nk + i];
+            pair_inverses(nk, ok_omd.data(), up.data(), lo.data(), pinv.data());
+            std::vector<double> s2(nk), loo2(nk), p2(nk);
+            driver::locator_scores<double>(pk.factor(), pk.tables(), rk.data(), m, ok_omd.data(), 1, s2.data(),
+                                           loo2.data(), pairs ? pinv.data() : nullptr, p2.data());
+            const double ls = max_abs(loo2) + 1e-300, ss = max_abs(s2) + 1e-300, ps = max_abs(p2) + 1e-300;
+            for (std::size_t i = 0; i < nk; ++i) {
+                CHECK(std::abs(loo[i] - loo2[i]) <= 1e-6 * ls, "rescore loo n=%zu m=%zu i=%zu: %.17g vs %.17g", n, m,
+                      i, loo[i], loo2[i]);
+                CHECK(std::abs(s[i] - s2[i]) <= 1e-6 * ss, "rescore s n=%zu m=%zu i=%zu: %.17g vs %.17g", n, m, i,
+                      s[i], s2[i]);
+                if (pairs && i + 1 < nk)
+                    CHECK(std::abs(p[i] - p2[i]) <= 1e-6 * ps, "rescore pair n=%zu m=%zu i=%zu: %.17g vs %.17g", n,
+                          m, i, p[i], p2[i]);
+            }
+        }
+    }
+    // an erased row holding NaN: declined, the outputs untouched
+    Y[2 * m] = NAN;
+    std::vector<double> first(locator_sums_size(static_cast<std::int64_t>(n)));
+    driver::locator_sums<double>(plan.factor(), plan.tables(), rows.data(), m, 1, first.data());
+    std::vector<double> s(n - 1, -1.0), loo(n - 1, -1.0);
+    const bool ok = driver::locator_rescore<double>(H.data(), first.data(), rows.data(), n, m, {2}, false, 1,
+                                                    s.data(), loo.data(), nullptr);
+    CHECK(!ok && s[0] == -1.0, "rescore n=%zu m=%zu: a NaN erased row was taken", n, m);
+}
+
 void test_round_counter() {
     std::int64_t word = 0;
     word = round_counter_start(41);
@@ -623,6 +696,8 @@ int main() {
         }
         for (std::size_t n : {1, 2, 3, 4, 9, 22, 64})
             for (std::size_t m : {1, 7, 1000, 4099}) test_locator(n, m);
+        for (std::size_t n : {8, 22, 40})
+            for (std::size_t m : {1, 13, 1000}) test_locator_rescore(n, m);
     }
     set_kernel_isa("auto");
     test_round_counter();
