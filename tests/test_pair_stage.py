@@ -58,8 +58,9 @@ def ref_locate(knots, Y, E, ratio, pair_ratio):
     """spline_locate's steps with the pair stage, on the dense references:
     each step with 2 or more erasures left tests the top pair and erases it
     when its statistic exceeds its threshold by a larger factor than the
-    single statistic exceeds its own; else the single test as before.
-    Every step refits the answers kept with the first step's lam."""
+    single statistic exceeds its own (the top pair, or the erasable pair one
+    apart around it that leaves the smallest statistic); else the single
+    test as before. Every step refits the answers kept with the first step's lam."""
     n = knots.shape[0]
     keep = list(range(n))
     erased = []
@@ -79,8 +80,19 @@ def ref_locate(knots, Y, E, ratio, pair_ratio):
             stat2, r2 = p[j] / med, pair_ratio(len(keep))
             i = int(np.argmax(s))
             if stat2 > r2 and not (stat > r and (i in (j, j + 1) or stat / r > stat2 / r2)):
-                erased += [keep[j], keep[j + 1]]
-                del keep[j:j + 2]
+                # the top pair or an erasable pair one apart around it, whichever
+                # leaves the smallest statistic among the answers kept
+                options = [(j, j + 1)] + [(a, b) for a, b in ((j - 1, j + 1), (j, j + 2))
+                                          if a >= 0 and b < len(keep) and ok[a] and ok[b]]
+                rests = []
+                for a, b in options:
+                    rest = [k for k in keep if k not in (keep[a], keep[b])]
+                    s_r, loo_r, _, _ = ref_scores(knots[rest], Y[rest], lam)
+                    s_r = np.where(erasable(knots[rest]), s_r, 0.0)
+                    rests.append(s_r.max() / np.median(loo_r))
+                a, b = options[int(np.argmin(rests))]
+                erased += [keep[a], keep[b]]
+                keep = [k for i_, k in enumerate(keep) if i_ not in (a, b)]
                 continue
         if not stat > r:
             break
@@ -205,6 +217,33 @@ def test_adjacent_liars_are_erased_as_a_pair_where_single_steps_fail(rng):
     # about half without it
     tried = trials - skipped
     assert tried >= trials // 2 and hits["pairs"] >= 0.9 * tried and hits["pairs"] >= hits["singles"] + 5, hits
+
+
+def test_wrong_honest_wrong_erases_the_two_wrong_answers(rng, monkeypatch):
+    """Two sign-flipped answers with an honest one between them: where the
+    pair test fires on a pair holding the honest answer, the pair one apart
+    (both wrong ones) leaves the smaller statistic and is erased instead;
+    against the top pair alone on the same rounds."""
+    from letcc.codes import robust
+
+    beta = LeTCC(8, 24).beta
+    rounds = []
+    for _ in range(60):
+        F = np.sort(rng.choice(24, 22, replace=False))
+        t = detection_knots(beta[F])
+        Y = answers(rng, t, 10, noise=0.01) + 0.5
+        i = int(rng.integers(3, 17))
+        Y[[i, i + 2]] *= -1.0
+        rounds.append((beta[F], t, Y, i))
+
+    def caught():
+        return sum(sorted(spline_locate(nodes, Y, 2, DetectionSplines(), knots=t, ratio=30.0,
+                                        pair_ratio=30.0).tolist()) == [i, i + 2] for nodes, t, Y, i in rounds)
+
+    chosen = caught()
+    monkeypatch.setattr(robust, "_pair_to_erase", lambda *args: (args[-1], args[-1] + 1))
+    top_pair_only = caught()
+    assert chosen >= 48 and chosen >= top_pair_only, (chosen, top_pair_only)
 
 
 def test_one_liar_does_not_spend_the_budget_on_a_pair(rng):

@@ -89,12 +89,16 @@ and a hole, from the answer before to the answer after, of at most
 PAIR_HOLE_GAPS typical gaps (``pair_erasable``): two missing nodes side
 by side cost the decode far more than one (up to 530x the full decode's
 MSE on LeTCC(8, 24), letcc.codes.idle_nodes), more so beside a straggler
-or at an end. A clean round adds the dot products to its one pass and
-nothing else. What it still misses: wrong, honest, wrong (two wrong
-answers one node apart), where the pair of the first wrong answer and
-the honest one between scores high too and may take the budget
-(bench/results/pair_stage.md: the rounds whose wrong answers are not side
-by side).
+or at an end. Where it fires it erases the top pair or an erasable pair
+one apart around it (j - 1, j + 1 or j, j + 2), whichever leaves the
+answers kept the smaller round statistic (each rescored without a scoring
+pass): two wrong answers with an honest one between them (wrong, honest,
+wrong) make the pairs of each with the honest one score high too, and
+erasing such a pair left a wrong answer in and the honest one out. A
+clean round adds the dot products to its one pass and nothing else. What
+it still misses: wrong, honest, wrong where the honest answer is the top
+single score and goes first (bench/results/pair_stage.md: one apart is
+still the costliest pattern, for the single steps too).
 
 Each step may first test the round (``ratio``): the top-scored answer is
 erased only while round_statistic (the top score over the median loo score)
@@ -442,14 +446,43 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
             # pair test erases the pair
             single_first = stat > r and (i == j or i == j + 1 or stat * r2 > stat2 * r)
             if stat2 > r2 and not single_first:
-                erased += [int(keep[j]), int(keep[j + 1])]
-                keep = np.concatenate((keep[:j], keep[j + 2:]))
+                a, b = _pair_to_erase(splines, t, Y, rows, first_sums, erased, keep, j)
+                erased += [int(keep[a]), int(keep[b])]
+                keep = np.delete(keep, [a, b])
                 continue
         if tested and not stat > r:
             break
         erased.append(int(keep[i]))
         keep = np.concatenate((keep[:i], keep[i + 1:]))
     return np.array(erased, dtype=np.int64)
+
+
+def _pair_to_erase(splines, t, Y, rows, first_sums, erased, keep, j):
+    """The two positions (into keep) a firing pair test erases: the top pair
+    j, j + 1, or one of the two answers one apart around it (j - 1, j + 1
+    or j, j + 2, both erasable), whichever leaves the answers kept the
+    smallest round statistic (each rescored without a scoring pass). Two
+    wrong answers with an honest one between them (wrong, honest, wrong)
+    make the pairs of each with the honest one score high too, and erasing
+    such a pair left the second wrong answer in and the honest one out
+    (bench/results/pair_stage.md); two wrong answers side by side leave the
+    smallest statistic when both go."""
+    n = keep.size
+    not_erasable = splines.masks(t[keep])[0]
+    options = [(j, j + 1)]
+    for a, b in ((j - 1, j + 1), (j, j + 2)):
+        if 0 <= a and b < n and (not_erasable is None or not (not_erasable[a] or not_erasable[b])):
+            options.append((a, b))
+    if len(options) == 1:
+        return options[0]
+    best, pick = np.inf, options[0]
+    for a, b in options:
+        s, loo = locator_rescored(splines, t, Y, rows, first_sums, erased + [int(keep[a]), int(keep[b])],
+                                  tested=True)[:2]
+        rest = _over(float(s.max()), _median(loo))
+        if rest < best:
+            best, pick = rest, (a, b)
+    return pick
 
 
 # ---------------------------------------------------------------- answers that cannot be right
