@@ -301,17 +301,28 @@ void test_dense_map(std::size_t q, std::size_t n, std::size_t m) {
     check_close("dense f32", o32.data(), want, 1e-6 * n, 1.0, n, m, 0);
 }
 
+// A detection-like spline for the locator tests: random knots, unit
+// weights, a small lam, the banded plan at its knots and its hat matrix.
+struct LocatorSpline {
+    std::vector<double> x;
+    double lam;
+    driver::SplinePlan plan;
+    std::vector<double> H;
+    explicit LocatorSpline(std::size_t n)
+        : x(random_knots(n)), lam(0.01 * uniform(0.5, 2.0)),
+          plan(x, std::vector<double>(n, 1.0), lam, x, 0, "banded"), H(n * n) {
+        plan.matrix(H.data());
+    }
+};
+
 // The spline locator's pass (driver/locator.hpp): rss, d1, d2 and the scores
 // against residuals formed with the dense hat matrix (the banded plan on the
 // identity, checked against the dense solve in test_spline), rows taken out
 // of order, float32 and float64, one and two threads bit for bit.
 void test_locator(std::size_t n, std::size_t m) {
-    const std::vector<double> x = random_knots(n);
-    const std::vector<double> w(n, 1.0);
-    const double lam = 0.01 * uniform(0.5, 2.0);
-    const driver::SplinePlan plan(x, w, lam, x, 0, "banded");
-    std::vector<double> H(n * n);
-    plan.matrix(H.data());
+    const LocatorSpline sp(n);
+    const driver::SplinePlan& plan = sp.plan;
+    const std::vector<double>& H = sp.H;
     // the answers in the rows of a larger array, knot i in row perm[i] + 1
     std::vector<std::size_t> perm(n);
     for (std::size_t i = 0; i < n; ++i) perm[i] = i;
@@ -406,12 +417,11 @@ void test_locator(std::size_t n, std::size_t m) {
 // fitted to their knots alone; with pairs; one and two threads bit for bit; a
 // non-finite erased row declined.
 void test_locator_rescore(std::size_t n, std::size_t m) {
-    const std::vector<double> x = random_knots(n);
-    const std::vector<double> w(n, 1.0);
-    const double lam = 0.01 * uniform(0.5, 2.0);
-    const driver::SplinePlan plan(x, w, lam, x, 0, "banded");
-    std::vector<double> H(n * n);
-    plan.matrix(H.data());
+    const LocatorSpline sp(n);
+    const std::vector<double>& x = sp.x;
+    const double lam = sp.lam;
+    const driver::SplinePlan& plan = sp.plan;
+    const std::vector<double>& H = sp.H;
     std::vector<double> Y = random_vector(n * m, -1.0, 1.0);
     for (std::size_t i = 0; i < n; ++i)            // a smooth signal, two rows wrong
         for (std::size_t c = 0; c < m; ++c) Y[i * m + c] = 0.05 * Y[i * m + c] + std::sin(x[i] + 0.1 * c);
