@@ -179,6 +179,30 @@ py::array_t<double> rows_array(const std::vector<double>& rows, std::int64_t q, 
     return out;
 }
 
+// y of the locator's passes: a numpy array of 2 dimensions (answers, outputs);
+// TypeError/ValueError naming what it is instead.
+py::array answers_array(const py::object& yobj) {
+    if (!py::isinstance<py::array>(yobj))
+        throw py::type_error("y must be a numpy array (answers, outputs), got " +
+                             std::string(py::str(py::type::of(yobj).attr("__name__"))));
+    const py::array y = py::reinterpret_borrow<py::array>(yobj);
+    if (y.ndim() != 2)
+        throw py::value_error("y must be 2-D (answers, outputs), got ndim = " + std::to_string(y.ndim()) +
+                              ", shape " + shape_text(std::vector<py::ssize_t>(y.shape(), y.shape() + y.ndim())));
+    return y;
+}
+
+// pair_inv (None: no pairs, empty) as 4 (n - 1) doubles: each adjacent pair's
+// (I - H_PP)^-1 row-major; ValueError naming the count, `what` the n answers.
+std::vector<double> pair_inv_vector(const py::object& pairobj, std::size_t n, const std::string& what) {
+    if (pairobj.is_none()) return {};
+    std::vector<double> pinv = as_f64_vector(py::array::ensure(pairobj), "pair_inv");
+    if (pinv.size() != (n >= 1 ? 4 * (n - 1) : 0))
+        throw py::value_error("pair_inv has " + std::to_string(pinv.size()) + " entries but " + what + " make " +
+                              std::to_string(n >= 1 ? n - 1 : 0) + " adjacent pairs, 4 each (a flat array of 4 (n - 1))");
+    return pinv;
+}
+
 // The rows of y (rows_in_y of them) that `rows` names in knot order, one per
 // knot (None: every row of y, in order); ValueError/TypeError naming what is wrong.
 std::vector<std::size_t> knot_rows(const py::object& rowsobj, std::size_t n, std::size_t rows_in_y) {
@@ -235,13 +259,7 @@ void on_rows(FloatKind kind, const py::array& y, const std::vector<std::size_t>&
 // rows (driver/locator.hpp), the GIL released.
 py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj, const py::object& omdobj,
                          const py::object& rowsobj, int threads, const py::object& pairobj, bool want_sums) {
-    if (!py::isinstance<py::array>(yobj))
-        throw py::type_error("y must be a numpy array (answers, outputs), got " +
-                             std::string(py::str(py::type::of(yobj).attr("__name__"))));
-    const py::array y = py::reinterpret_borrow<py::array>(yobj);
-    if (y.ndim() != 2)
-        throw py::value_error("y must be 2-D (answers, outputs), got ndim = " + std::to_string(y.ndim()) +
-                              ", shape " + shape_text(std::vector<py::ssize_t>(y.shape(), y.shape() + y.ndim())));
+    const py::array y = answers_array(yobj);
     const FloatKind kind = bind::checked_float_array(y, "y", y.shape(0));
     const std::size_t n = static_cast<std::size_t>(plan.n());
     const std::size_t rows_in_y = static_cast<std::size_t>(y.shape(0));
@@ -250,16 +268,8 @@ py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj,
     if (omd.size() != n)
         throw py::value_error("one_minus_diag has " + std::to_string(omd.size()) + " entries but the plan has " +
                               std::to_string(n) + " knots");
-    std::vector<double> pinv;
     const bool pairs = !pairobj.is_none();
-    if (pairs) {
-        pinv = as_f64_vector(py::array::ensure(pairobj), "pair_inv");
-        const std::size_t want = n >= 1 ? 4 * (n - 1) : 0;
-        if (pinv.size() != want)
-            throw py::value_error("pair_inv has " + std::to_string(pinv.size()) + " entries but the plan's " +
-                                  std::to_string(n) + " knots make " + std::to_string(n >= 1 ? n - 1 : 0) +
-                                  " adjacent pairs, 4 each (a flat array of 4 (n - 1))");
-    }
+    const std::vector<double> pinv = pair_inv_vector(pairobj, n, "the plan's " + std::to_string(n) + " knots");
     const std::vector<std::size_t> idx = knot_rows(rowsobj, n, rows_in_y);
     py::array_t<double> s(static_cast<py::ssize_t>(n)), loo(static_cast<py::ssize_t>(n));
     py::array_t<double> pair(static_cast<py::ssize_t>(pairs && n >= 1 ? n - 1 : 0));
@@ -294,14 +304,7 @@ py::tuple locator_scores_from_sums_py(const py::object& sumsobj, const py::objec
         throw py::value_error("sums has " + std::to_string(sums.size()) + " entries but " + std::to_string(n) +
                               " answers" + (pairs ? " with pairs" : "") + " need " +
                               std::to_string(locator_sums_size(static_cast<std::int64_t>(n), pairs)));
-    std::vector<double> pinv;
-    if (pairs) {
-        pinv = as_f64_vector(py::array::ensure(pairobj), "pair_inv");
-        if (pinv.size() != (n >= 1 ? 4 * (n - 1) : 0))
-            throw py::value_error("pair_inv has " + std::to_string(pinv.size()) + " entries but " +
-                                  std::to_string(n) + " answers make " + std::to_string(n >= 1 ? n - 1 : 0) +
-                                  " adjacent pairs, 4 each");
-    }
+    const std::vector<double> pinv = pair_inv_vector(pairobj, n, std::to_string(n) + " answers");
     py::array_t<double> s(static_cast<py::ssize_t>(n)), loo(static_cast<py::ssize_t>(n));
     py::array_t<double> pair(static_cast<py::ssize_t>(pairs && n >= 1 ? n - 1 : 0));
     locator_scores_from_sums(n, sums.data(), omd.data(), s.mutable_data(), loo.mutable_data());
@@ -329,12 +332,7 @@ py::object locator_rescore(const py::object& hatobj, const py::object& firstobj,
         throw py::value_error("first has " + std::to_string(first.size()) + " sums but a pass over " +
                               std::to_string(n) + " answers" + (pairs ? " with pairs" : "") + " makes " +
                               std::to_string(locator_sums_size(static_cast<std::int64_t>(n), pairs)));
-    if (!py::isinstance<py::array>(yobj))
-        throw py::type_error("y must be a numpy array (answers, outputs), got " +
-                             std::string(py::str(py::type::of(yobj).attr("__name__"))));
-    const py::array y = py::reinterpret_borrow<py::array>(yobj);
-    if (y.ndim() != 2)
-        throw py::value_error("y must be 2-D (answers, outputs), got ndim = " + std::to_string(y.ndim()));
+    const py::array y = answers_array(yobj);
     const FloatKind kind = bind::checked_float_array(y, "y", y.shape(0));
     const std::size_t m = static_cast<std::size_t>(y.shape(1));
     const std::vector<std::size_t> idx = knot_rows(rowsobj, n, static_cast<std::size_t>(y.shape(0)));

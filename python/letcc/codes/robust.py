@@ -479,7 +479,7 @@ def _pair_to_erase(splines, t, Y, rows, first_sums, erased, keep, j):
     for a, b in options:
         s, loo = locator_rescored(splines, t, Y, rows, first_sums, erased + [int(keep[a]), int(keep[b])],
                                   tested=True)[:2]
-        rest = _over(float(s.max()), _median(loo))
+        rest = round_statistic(s, loo)
         if rest < best:
             best, pick = rest, (a, b)
     return pick
