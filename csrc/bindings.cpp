@@ -362,6 +362,58 @@ py::object locator_rescore(const py::object& hatobj, const py::object& firstobj,
     return py::make_tuple(s, loo);
 }
 
+// A bool mask of n entries or None (a test's not-erasable answers or pairs).
+std::vector<bool> mask_vector(const py::object& obj, std::size_t n, const char* name) {
+    if (obj.is_none()) return {};
+    const auto a = py::array_t<bool, py::array::c_style | py::array::forcecast>::ensure(obj);
+    if (!a || a.ndim() != 1 || static_cast<std::size_t>(a.shape(0)) != n)
+        throw py::value_error(std::string(name) + " must be a 1-D bool array of " + std::to_string(n) +
+                              " entries or None");
+    return std::vector<bool>(a.data(), a.data() + n);
+}
+
+// The numbers a locator step tests (robust.spline_locate): s (and pair, not
+// None) set to 0 in place where not_erasable (pair_not_erasable) holds, then
+// (top, median, pair_top): np.argmax(s), the median of loo as
+// robust._median takes it, np.argmax(pair) (-1 without pairs). One call for
+// what was a mask, two argmax and a sort.
+py::tuple locator_summary(const py::object& sobj, const py::object& looobj, const py::object& pairobj,
+                          const py::object& neobj, const py::object& pneobj) {
+    auto writable = [](const py::object& obj, const char* name) {
+        if (!py::isinstance<py::array_t<double>>(obj))
+            throw py::type_error(std::string(name) + " must be a float64 numpy array (it is masked in place)");
+        auto a = py::reinterpret_borrow<py::array_t<double>>(obj);
+        if (a.ndim() != 1 || !(a.flags() & py::array::c_style) || !a.writeable())
+            throw py::value_error(std::string(name) + " must be 1-D, contiguous and writeable (it is masked in place)");
+        return a;
+    };
+    auto s = writable(sobj, "s");
+    const std::vector<double> loo = as_f64_vector(py::array::ensure(looobj), "loo");
+    const std::size_t n = static_cast<std::size_t>(s.shape(0));
+    if (n == 0 || loo.size() != n)
+        throw py::value_error("s and loo must have the same length >= 1, got " + std::to_string(n) + " and " +
+                              std::to_string(loo.size()));
+    double* sp = s.mutable_data();
+    const std::vector<bool> ne = mask_vector(neobj, n, "not_erasable");
+    for (std::size_t i = 0; i < ne.size(); ++i)
+        if (ne[i]) sp[i] = 0.0;
+    const std::size_t top = np_argmax(sp, n);
+    const double med = np_sorted_median(loo.data(), n);
+    std::int64_t pair_top = -1;
+    if (!pairobj.is_none()) {
+        auto p = writable(pairobj, "pair");
+        if (static_cast<std::size_t>(p.shape(0)) + 1 != n)
+            throw py::value_error("pair has " + std::to_string(p.shape(0)) + " entries but " + std::to_string(n) +
+                                  " answers make " + std::to_string(n - 1) + " adjacent pairs");
+        double* pp = p.mutable_data();
+        const std::vector<bool> pne = mask_vector(pneobj, n - 1, "pair_not_erasable");
+        for (std::size_t i = 0; i < pne.size(); ++i)
+            if (pne[i]) pp[i] = 0.0;
+        if (n >= 2) pair_top = static_cast<std::int64_t>(np_argmax(pp, n - 1));
+    }
+    return py::make_tuple(static_cast<std::int64_t>(top), med, pair_top);
+}
+
 // (I - H_PP)^-1 of each adjacent pair (locator.hpp's pair_inverses): flat 4 (n - 1).
 py::array_t<double> pair_inverses_py(const py::object& omdobj, const py::object& upperobj, const py::object& lowerobj) {
     const std::vector<double> omd = as_f64_vector(py::array::ensure(omdobj), "one_minus_diag");
@@ -464,6 +516,8 @@ PYBIND11_MODULE(_core, mod) {
             py::arg("sums") = false);
     mod.def("locator_rescore", &locator_rescore, py::arg("hat"), py::arg("first"), py::arg("y"), py::arg("rows"),
             py::arg("erased"), py::arg("pairs") = false, py::arg("threads") = 0);
+    mod.def("locator_summary", &locator_summary, py::arg("s"), py::arg("loo"), py::arg("pair") = py::none(),
+            py::arg("not_erasable") = py::none(), py::arg("pair_not_erasable") = py::none());
     mod.def("pair_inverses", &pair_inverses_py, py::arg("one_minus_diag"), py::arg("upper"), py::arg("lower"));
     mod.def("locator_scores_from_sums", &locator_scores_from_sums_py, py::arg("sums"), py::arg("one_minus_diag"),
             py::arg("pair_inv") = py::none());

@@ -16,6 +16,7 @@
 // numpy formulas gave.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -156,6 +157,27 @@ inline void locator_pair_scores_from_sums(std::size_t n, const double* sums, con
         if (i + 3 < n) out1 = np_min(out1, d2[i + 1]);
         p[i] = np_max(np_min(np_min(e0, e1), np_min(out0, out1)), 0.0);
     }
+}
+
+// What a locator step's test reads from its scores (robust.py's
+// spline_locate, round_statistic): the position of the top score and the
+// median of loo. argmax as numpy's (the first NaN, else the first largest);
+// the median as robust._median takes it (sorted with NaN last, the middle
+// one or the mean of the middle two). n >= 1.
+inline std::size_t np_argmax(const double* a, std::size_t n) {
+    std::size_t top = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (std::isnan(a[i])) return i;
+        if (a[i] > a[top]) top = i;
+    }
+    return top;
+}
+
+inline double np_sorted_median(const double* a, std::size_t n) {
+    std::vector<double> v(a, a + n);
+    std::sort(v.begin(), v.end(), [](double x, double y) { return !std::isnan(x) && (std::isnan(y) || x < y); });
+    const std::size_t k = n / 2;
+    return n % 2 ? v[k] : (v[k - 1] + v[k]) / 2.0;
 }
 
 }  // namespace letcc

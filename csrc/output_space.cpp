@@ -11,6 +11,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -121,6 +122,44 @@ py::object prepare(const py::array& y, std::size_t rows, std::size_t m, bool che
     return std::move(out);
 }
 
+// The robust decoder's check, answer by answer (y's first axis: answers of
+// `per` class vectors of m): prob[a] true where answer a passes the check of
+// prepare; once more than max_bad answers have failed the scan ends (prob
+// false for the rest) and the result is (prob, None). Otherwise (prob, z),
+// z = log(max(y, floor)) in the rows of the answers that passed and 0 in
+// the others: the check and log of probability_answers_logged in one call.
+template <class T>
+py::tuple prepare_answers(const py::array& y, std::size_t answers, std::size_t per, std::size_t m, double tol,
+                          double floor, std::size_t max_bad) {
+    const T* yp = static_cast<const T*>(y.data());
+    py::array_t<bool> prob(static_cast<py::ssize_t>(answers));
+    bool* ok = prob.mutable_data();
+    std::fill(ok, ok + answers, false);
+    const Passes<T> p = passes<T>();
+    const std::size_t stride = per * m;
+    std::size_t bad = 0;
+    {
+        std::optional<py::gil_scoped_release> release;
+        if (answers * stride >= kGilReleaseMinElems) release.emplace();
+        for (std::size_t a = 0; a < answers && bad <= max_bad; ++a) {
+            ok[a] = p.check(yp + a * stride, per, m, true, tol);
+            bad += ok[a] ? 0 : 1;
+        }
+    }
+    if (bad > max_bad) return py::make_tuple(prob, py::none());
+    py::array_t<T> out(std::vector<py::ssize_t>(y.shape(), y.shape() + y.ndim()));
+    T* op = out.mutable_data();
+    {
+        std::optional<py::gil_scoped_release> release;
+        if (answers * stride >= kGilReleaseMinElems) release.emplace();
+        for (std::size_t a = 0; a < answers; ++a) {
+            if (ok[a]) p.log(yp + a * stride, op + a * stride, stride, static_cast<T>(floor));
+            else std::fill(op + a * stride, op + (a + 1) * stride, T(0));
+        }
+    }
+    return py::make_tuple(prob, std::move(out));
+}
+
 template <class T>
 void softmax(py::array& z, std::size_t rows, std::size_t m) {
     T* zp = static_cast<T*>(z.mutable_data());
@@ -176,6 +215,24 @@ void register_output_space(py::module_& mod) {
         "ndarray, ndim >= 2) holds finite entries >= 0 and, with check_sums, every row of its last axis sums\n"
         "to 1 within tol (summed in float64). None when the entries fail that check; False when y is not\n"
         "such an array (the caller then takes its own path).");
+    mod.def(
+        "log_prepare_answers",
+        [](const py::object& y, double tol, double floor, std::size_t max_bad) -> py::object {
+            py::array arr;
+            bind::FloatKind kind;
+            std::size_t rows = 0, m = 0;
+            if (!class_rows(y, arr, kind, rows, m)) return py::bool_(false);
+            const std::size_t answers = static_cast<std::size_t>(arr.shape(0));
+            return bind::dispatch_float(kind, [&](auto tag) {
+                return prepare_answers<decltype(tag)>(arr, answers, rows / answers, m, tol, floor, max_bad);
+            });
+        },
+        py::arg("y"), py::arg("tol"), py::arg("floor"), py::arg("max_bad"),
+        "The probability check of log_prepare (check_sums) answer by answer, y's first axis the answers:\n"
+        "(prob, z), prob (answers,) bool, True where every class vector of that answer passes, and z the\n"
+        "log(max(y, floor)) of the answers that pass (0 in the rows of the others); once more than\n"
+        "max_bad answers have failed the scan ends: (prob, None), prob False for the answers not looked at.\n"
+        "False when y is not a C-contiguous float32/float64 ndarray with ndim >= 2.");
     mod.def(
         "softmax_last_axis",
         [](const py::object& z) -> bool {

@@ -234,25 +234,36 @@ def test_valid_auto_is_letcc_s_only():
         LeTCC(8, 24, adversaries=1, valid="simplexes")
 
 
-def test_probability_answers_logged_matches_the_check_and_the_log():
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_probability_answers_logged_matches_the_check_and_the_log(dtype):
     from letcc.codes.output_space import log_or_none, probability_answers_logged, to_log
     rng = np.random.default_rng(17)
-    P = rng.dirichlet(np.ones(5), size=(8, 3))
+    P = rng.dirichlet(np.ones(5), size=(8, 3)).astype(dtype)
     P[[2, 6], 1] = -P[[2, 6], 1]
-    prob, logs = probability_answers_logged(P, 2)
+    prob, Z = probability_answers_logged(P, 2)
     np.testing.assert_array_equal(prob, probability_answers(P))
+    assert Z.shape == P.shape and Z.dtype == P.dtype
     for i in range(8):
-        assert (logs[i] is None) == (not prob[i])
         if prob[i]:
-            # the compiled log the plain decoder takes (numpy's log: within an ulp)
-            np.testing.assert_array_equal(logs[i], log_or_none(P[i:i + 1], strict=True))
-            np.testing.assert_allclose(logs[i], to_log(P[i:i + 1]), rtol=1e-15, atol=0)
-    prob, _ = probability_answers_logged(P, 0)           # the scan ends at the first failure
+            # the compiled log the plain decoder takes (numpy's log: within an ulp or two)
+            np.testing.assert_array_equal(Z[i:i + 1], log_or_none(P[i:i + 1], strict=True))
+            np.testing.assert_allclose(Z[i:i + 1], to_log(P[i:i + 1]), rtol=1e-15 if dtype == np.float64 else 3e-7,
+                                       atol=0)
+        else:
+            assert not Z[i].any()                        # the rows of the answers that failed: 0
+    prob, Z = probability_answers_logged(P, 1)           # 2 failures > 1: the scan ends at the second, no logs
+    np.testing.assert_array_equal(prob, np.isin(np.arange(8), [0, 1, 3, 4, 5]))
+    assert Z is None
+    prob, Z = probability_answers_logged(P, 0)           # the scan ends at the first failure
     np.testing.assert_array_equal(prob, np.arange(8) < 2)
+    assert Z is None
     L = rng.standard_normal((8, 3, 5))                   # logits: not probabilities
-    assert not probability_answers_logged(L, 2)[0].any()
-    prob, logs = probability_answers_logged(np.asfortranarray(P[:, 0]), 2)   # not C-contiguous: the numpy check
-    assert logs is None and prob.sum() == 8
+    prob, Z = probability_answers_logged(L, 2)
+    assert not prob.any() and Z is None
+    prob, Z = probability_answers_logged(np.asfortranarray(P[:, 0]), 2)   # not C-contiguous: the numpy check
+    assert Z is None and prob.sum() == 8
+    prob, Z = probability_answers_logged(np.zeros((4, 0, 5)), 2)           # no class vectors: the numpy check
+    assert Z is None and prob.all()
 
 
 def test_adversaries_zero_is_the_plain_decoder_bit_for_bit():

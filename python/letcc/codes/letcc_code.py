@@ -249,6 +249,8 @@ class LeTCC(Code):
         self.waiting_rule = any_answer_rule(self)      # can_decode: any answer; is_complete below
         self._sys_E = self._sys_omega = None      # the pinned decoder's matrices, built on first use
         self._knots = detection_knots(self.beta)       # the spline locator's knots, one per worker
+        # per answering set (its bytes): (rows, srt, nodes, knots) of _erase_flagged
+        self._locator_sets = PlanCache(plan_cache_size)
         # the lam rule of each space ('auto' may use both); the kind is the
         # same in both (only lam_dec='auto' differs: LOG_POLICY in log space)
         self._lam_dec_kind, self._lam_dec_value = resolve_lam_dec(
@@ -474,22 +476,18 @@ class LeTCC(Code):
         erasures (letcc.codes.clean_round), then the plain decode of the
         answers kept: a round with nothing erased is decoded bit for bit as
         adversaries=0 decodes it."""
-        self.last_clean_round = None
+        self._clean_report = None
         space, n, E = self._space, avail.size, self.adversaries
-        Z = prob = logs = None
+        Z = prob = None
         if space is None or (space == "log" and self.valid is not None):
-            if type(Y) is np.ndarray:       # all probability rows: checked and logged in one compiled pass
-                Z = _core.log_prepare(Y, True, PROB_SUM_TOL, LOG_FLOOR)
-                Z = None if Z is False else Z
-            if Z is not None:
-                prob = np.ones(n, dtype=bool)
-            else:       # answer by answer; more than E (valid=None: any) failures end the scan
-                prob, logs = probability_answers_logged(Y, E if self.valid is not None else 0)
+            # answer by answer, with the logs of those that pass; more than E
+            # (valid=None: any) failures end the scan
+            prob, Z = probability_answers_logged(Y, E if self.valid is not None else 0)
         log = space == "log"
-        if space is None and prob is not None and prob.any():
+        k = int(np.count_nonzero(prob)) if space is None and prob is not None else 0
+        if k:
             # a classifier's round holds at most E answers that are not
             # probabilities; with valid=None nothing may be erased for it
-            k = int(np.count_nonzero(prob))
             log = k == n or (self.valid is not None and k >= n - E)
         if log and Y.ndim < 2:
             raise ValueError("output_space='log' needs a class axis: Y must be (len(available), ..., classes), "
@@ -505,8 +503,8 @@ class LeTCC(Code):
                 raise ValueError(f"every answer of this decode fails valid={self.valid!r}: nothing to decode")
             keep_rows = np.flatnonzero(~bad)
             invalid = np.sort(avail[bad])
-            if log and logs is not None:        # the logs the check took, of the answers kept (decoded: Y is not)
-                avail, Y, Z = avail[keep_rows], None, np.concatenate([logs[i] for i in keep_rows])
+            if log and Z is not None:        # the logs the check took, of the answers kept (decoded: Y is not)
+                avail, Y, Z = avail[keep_rows], None, Z[keep_rows]
             else:
                 avail, Y, Z = avail[keep_rows], take_rows(Y, keep_rows), None
         if log and Z is None:
@@ -518,6 +516,11 @@ class LeTCC(Code):
         # the logs already taken: the same numbers as its fused pass)
         if log:
             est = self._decode_log(avail, Z, rows=kept)
+        elif kept is None and prob is not None:
+            # the check found an answer that is not a probability vector: the
+            # plain decoder's own check would too, and decode linearly
+            self.last_output_space = "linear"
+            est = self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed)
         elif kept is None:
             est = self._decode_plain(avail, Y, False)
         else:
@@ -540,7 +543,30 @@ class LeTCC(Code):
             return self._decode_rows(avail, Y, self._plan, permutable=self._set_keyed, rows=rows)
         return self._decode_plain(avail, take_rows(Y, rows), False)
 
-    last_clean_round: dict | None = None
+    _clean_report: tuple | None = None      # (srt, spline_locate's report) of the latest decode
+
+    @property
+    def last_clean_round(self) -> dict | None:      # type: ignore[override]
+        # made when asked for: a decode only keeps the locator's report
+        if self._clean_report is None:
+            return None
+        srt, report = self._clean_report
+        out = {"worker": int(srt[report["top"]]), "statistic": report["statistic"], "threshold": report["threshold"]}
+        if "pair_top" in report:
+            out.update(pair=tuple(int(srt[k]) for k in report["pair_top"]), pair_statistic=report["pair_statistic"],
+                       pair_threshold=report["pair_threshold"])
+        return out
+
+    def _locator_set(self, avail: np.ndarray):
+        """(rows, srt, nodes, knots) of the answering set `avail` for the
+        locator: rows the order that sorts avail (None: ascending), srt the
+        sorted workers, their nodes and detection knots."""
+        order = avail.argsort(kind="stable")
+        srt = avail[order]
+        for arr in (order, srt):
+            arr.flags.writeable = False
+        rows = None if srt.tobytes() == avail.tobytes() else order
+        return rows, srt, self.beta[srt], self._knots[srt]
 
     def _erase_flagged(self, avail: np.ndarray, Y, Z, budget: int):
         """(avail', rows, flagged): the workers the spline locator keeps,
@@ -550,9 +576,7 @@ class LeTCC(Code):
         scores Y)."""
         if budget <= 0 or self.flag_threshold == np.inf:
             return avail, None, np.zeros(0, dtype=np.int64)
-        ascending = bool((avail[1:] > avail[:-1]).all())
-        order = np.arange(avail.size) if ascending else np.argsort(avail, kind="stable")
-        srt = avail if ascending else avail[order]
+        rows, srt, nodes, knots = self._locator_sets.get(avail.tobytes(), lambda: self._locator_set(avail))
         Dh = to_host_2d(Y if Z is None else Z)          # float32 or float64, scored in float64
         # the caller's threshold, else the calibrated clean-round test, else
         # (false_alarm=None) E erasures in every round
@@ -561,24 +585,18 @@ class LeTCC(Code):
         ratio = self._clean_test.ratio_for(space) if calibrated else None
         pair_ratio = self._clean_test.pair_ratio_for(space) if calibrated else None
         report: dict = {}
-        pos = spline_locate(self.beta[srt], Dh, budget, self._detection, self.flag_threshold,
-                            knots=self._knots[srt], ratio=ratio, report=report,
-                            rows=None if ascending else order, pair_ratio=pair_ratio)
+        pos = spline_locate(nodes, Dh, budget, self._detection, self.flag_threshold,
+                            knots=knots, ratio=ratio, report=report, rows=rows, pair_ratio=pair_ratio)
         if report:
             # evidence for the caller to pool over rounds: where a wrong answer hides in
             # one round, the top-scored worker is still the same adversary more often
-            self.last_clean_round = {"worker": int(srt[report["top"]]), "statistic": report["statistic"],
-                                     "threshold": report["threshold"]}
-            if "pair_top" in report:
-                self.last_clean_round.update(pair=tuple(int(srt[k]) for k in report["pair_top"]),
-                                             pair_statistic=report["pair_statistic"],
-                                             pair_threshold=report["pair_threshold"])
+            self._clean_report = (srt, report)
         if pos.size == 0:
             return avail, None, np.zeros(0, dtype=np.int64)
         flagged = np.sort(srt[pos])
         kept = np.ones(srt.size, dtype=bool)
         kept[pos] = False
-        keep_rows = np.sort(order[kept])   # rows of Y kept, Y's order
+        keep_rows = np.flatnonzero(kept) if rows is None else np.sort(rows[kept])   # rows of Y kept, Y's order
         return avail[keep_rows], keep_rows, flagged
 
     def clean_round_threshold(self, n: int, space: str = "linear", pair: bool = False) -> float:

@@ -198,29 +198,18 @@ def probability_answers(Y):
 
 
 def probability_answers_logged(Y, max_bad: int):
-    """(prob, logs) for the robust decoder: prob as probability_answers(Y),
-    and logs, a list with to_log(Y[i:i + 1]) for each answer i that passed
-    (None for the others), or None where Y is not a C-contiguous float32 /
-    float64 numpy array with a class axis (then prob is
-    probability_answers(Y)). The compiled check and log run answer by
-    answer, each stopping at its first bad class vector; once more than
-    `max_bad` answers have failed the rest are not looked at (prob False
-    there): the round is not one of probability answers, and logits or
-    regression outputs cost about (max_bad + 1) class vectors, not a pass."""
+    """(prob, Z) for the robust decoder: prob as probability_answers(Y), and
+    Z = to_log(Y) in the rows of the answers that passed (0 in the others),
+    or None where more than `max_bad` answers failed: one compiled call
+    (letcc._core.log_prepare_answers) checks answer by answer, each check
+    stopping at its first bad class vector, and once more than `max_bad`
+    answers have failed the rest are not looked at (prob False there): the
+    round is not one of probability answers, and logits or regression
+    outputs cost about (max_bad + 1) class vectors, not a pass. Where Y is
+    not a C-contiguous float32 / float64 numpy array with a class axis:
+    (probability_answers(Y), None)."""
     if not (type(Y) is np.ndarray and Y.ndim >= 2 and Y.flags.c_contiguous and Y.dtype in (np.float32, np.float64)
             and Y.shape[-1] > 0 and Y.shape[0] > 0):
         return probability_answers(Y), None
-    n = Y.shape[0]
-    prob = np.zeros(n, dtype=bool)
-    logs = [None] * n
-    bad = 0
-    for i in range(n):
-        Z = _core.log_prepare(Y[i:i + 1], True, PROB_SUM_TOL, LOG_FLOOR)
-        if Z is None or Z is False:
-            bad += 1
-            if bad > max_bad:
-                break
-        else:
-            prob[i] = True
-            logs[i] = Z
-    return prob, logs
+    out = _core.log_prepare_answers(Y, PROB_SUM_TOL, LOG_FLOOR, max_bad)
+    return (probability_answers(Y), None) if out is False else out     # False: an axis of length 0

@@ -423,19 +423,23 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
         pairs = pair_ratio is not None and steps - len(erased) >= 2 and keep.size >= PAIR_MIN_ANSWERS
         tested = ratio is not None
         if not erased:
-            *scores, first_sums = locator_scores(splines, t, Y, rows, tested=tested, pairs=pairs, sums=True)
+            d = splines.get(t)
+            *scores, first_sums = _core.locator_scores(d.plan, Y, d.one_minus_diag, rows, 0,
+                                                       d.pair_inv if pairs else None, True)
+            masks = d.not_erasable, d.pair_not_erasable
         else:           # the answers kept, with the first step's spline, without another scoring pass
-            scores = locator_rescored(splines, t, Y, rows, first_sums, erased, tested=tested, pairs=pairs)
+            scores = locator_rescored(splines, t, Y, rows, first_sums, erased, pairs=pairs)
+            masks = splines.masks(t[keep]) if tested else (None, None)
         s, loo = scores[0], scores[1]
         p = scores[2] if pairs else None
-        i = int(s.argmax())
-        med = _median(loo)
+        # a tested step's mask (locator_scores' tested), argmax s, the median of
+        # loo and argmax p in one compiled call
+        i, med, j = _core.locator_summary(s, loo, p, *(masks if tested else (None, None)))
         stat = _over(float(s[i]), med)          # round_statistic(s, loo)
         r = (ratio(keep.size) if callable(ratio) else ratio) if tested else None
         if report is not None and not erased:
             report.update(top=int(keep[i]), statistic=stat, threshold=r)
         if p is not None:
-            j = int(p.argmax())
             stat2 = _over(float(p[j]), med)
             r2 = pair_ratio(keep.size) if callable(pair_ratio) else pair_ratio
             if report is not None and not erased:
