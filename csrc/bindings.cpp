@@ -14,9 +14,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "bindings_arrays.hpp"
@@ -362,6 +365,39 @@ py::object locator_rescore(const py::object& hatobj, const py::object& firstobj,
     return py::make_tuple(s, loo);
 }
 
+// Whether the m entries at p are all finite: the exponent bits of each
+// (all ones: inf or NaN) OR-ed together, integer work the compiler vectorises
+// without -ffast-math.
+template <class T>
+bool entries_finite(const T* p, std::size_t m) {
+    using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+    constexpr U exp_mask = sizeof(T) == 8 ? U(0x7ff0000000000000ULL) : U(0x7f800000U);
+    U bad = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+        U b;
+        std::memcpy(&b, p + i, sizeof b);
+        bad |= static_cast<U>((b & exp_mask) == exp_mask);
+    }
+    return bad == 0;
+}
+
+// Whether the rows `rows` of y (2-D, C-contiguous float32/float64) hold only
+// finite numbers: one read of those rows, no copy and no warning (the robust
+// decode's rows left out: 0 * NaN is NaN, so only finite ones may be spread
+// over with zero columns).
+bool rows_finite(const py::object& yobj, const py::object& rowsobj) {
+    const py::array y = answers_array(yobj);
+    const FloatKind kind = bind::checked_float_array(y, "y", y.shape(0));
+    const std::size_t m = static_cast<std::size_t>(y.shape(1));
+    const std::size_t n = static_cast<std::size_t>(py::len(rowsobj));
+    const std::vector<std::size_t> idx = knot_rows(rowsobj, n, static_cast<std::size_t>(y.shape(0)));
+    bool ok = true;
+    on_rows(kind, y, idx, m, [&](auto rows) {
+        for (std::size_t i = 0; i < idx.size() && ok; ++i) ok = entries_finite(rows[i], m);
+    });
+    return ok;
+}
+
 // A bool mask of n entries or None (a test's not-erasable answers or pairs).
 std::vector<bool> mask_vector(const py::object& obj, std::size_t n, const char* name) {
     if (obj.is_none()) return {};
@@ -516,6 +552,7 @@ PYBIND11_MODULE(_core, mod) {
             py::arg("sums") = false);
     mod.def("locator_rescore", &locator_rescore, py::arg("hat"), py::arg("first"), py::arg("y"), py::arg("rows"),
             py::arg("erased"), py::arg("pairs") = false, py::arg("threads") = 0);
+    mod.def("rows_finite", &rows_finite, py::arg("y"), py::arg("rows"));
     mod.def("locator_summary", &locator_summary, py::arg("s"), py::arg("loo"), py::arg("pair") = py::none(),
             py::arg("not_erasable") = py::none(), py::arg("pair_not_erasable") = py::none());
     mod.def("pair_inverses", &pair_inverses_py, py::arg("one_minus_diag"), py::arg("upper"), py::arg("lower"));

@@ -251,10 +251,37 @@ def test_rows_left_out_that_are_not_finite_are_copied_around(rng):
     Y = rng.standard_normal((22, 5000))
     kept = np.r_[0:7, 8:22]
     want = code._decode_rows(avail[kept], np.ascontiguousarray(Y[kept]), code._plan)
-    for bad in (np.nan, np.inf):
+    for bad in (np.nan, np.inf, -np.inf, (np.inf, -np.inf)):
         Yb = Y.copy()
-        Yb[7, 11] = bad
+        Yb[7, [11, 12] if isinstance(bad, tuple) else 11] = bad   # inf and -inf: a NaN sum
         got = code._decode_rows(avail[kept], Yb, code._plan, rows=kept)
         np.testing.assert_array_equal(got, want)                 # the copy: the same call as want's
+    Yb = Y.copy()
+    Yb[7, :2] = 1e308               # finite, but its sum overflows: copied around too (still right)
+    np.testing.assert_array_equal(code._decode_rows(avail[kept], Yb, code._plan, rows=kept), want)
     spread = code._decode_rows(avail[kept], Y, code._plan, rows=kept)
     np.testing.assert_allclose(spread, want, rtol=1e-13, atol=1e-13 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rows_finite_against_numpy_every_position(dtype, rng):
+    """_core.rows_finite (the exponent bits of every entry) against np.isfinite:
+    a bad entry at every position of a row (the vector body and its tail), the
+    largest finite and subnormal numbers, and the rows not asked about."""
+    m = 37
+    Y = rng.standard_normal((6, m)).astype(dtype)
+    Y[0, 3] = np.finfo(dtype).max
+    Y[1, 5] = np.finfo(dtype).smallest_subnormal
+    assert _core.rows_finite(Y, np.arange(6))
+    for bad in (np.nan, np.inf, -np.inf):
+        for j in range(m):
+            Yb = Y.copy()
+            Yb[4, j] = bad
+            for rows in ([4], [0, 4], [0, 1, 2], np.array([5, 3], dtype=np.int32)):
+                assert _core.rows_finite(Yb, rows) == bool(np.isfinite(Yb[rows]).all())
+    with pytest.raises(ValueError, match=r"rows\[1\] = 6 is out of range for y with 6 rows"):
+        _core.rows_finite(Y, [0, 6])
+    with pytest.raises(TypeError, match="y must be float32 or float64, got int64"):
+        _core.rows_finite(np.zeros((3, 4), dtype=np.int64), [0])
+    with pytest.raises(ValueError, match="y must be 2-D"):
+        _core.rows_finite(np.zeros(3), [0])
