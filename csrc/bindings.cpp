@@ -258,10 +258,14 @@ void on_rows(FloatKind kind, const py::array& y, const std::vector<std::size_t>&
 // part) and one_minus_diag = 1 - H_ii (n). pair_inv (flat, 4 (n - 1): each
 // adjacent pair's (I - H_PP)^-1 row-major) not None: (s, loo, pair), the
 // pair scores too, from the same pass. sums: the pass's sums appended to
-// the tuple (locator.hpp's layout, locator_sums_size). One pass over those
-// rows (driver/locator.hpp), the GIL released.
+// the tuple (locator.hpp's layout, locator_sums_size). decode (a
+// DenseOperator of n columns) not None: its map of those rows appended last,
+// a (q, m) array of y's dtype made in the same pass (driver::PassDecode: the
+// numbers DenseOperator.apply gives on them). One pass over those rows
+// (driver/locator.hpp), the GIL released.
 py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj, const py::object& omdobj,
-                         const py::object& rowsobj, int threads, const py::object& pairobj, bool want_sums) {
+                         const py::object& rowsobj, int threads, const py::object& pairobj, bool want_sums,
+                         const py::object& decodeobj) {
     const py::array y = answers_array(yobj);
     const FloatKind kind = bind::checked_float_array(y, "y", y.shape(0));
     const std::size_t n = static_cast<std::size_t>(plan.n());
@@ -281,16 +285,34 @@ py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj,
     double* pp = pair.mutable_data();
     py::array_t<double> sums(static_cast<py::ssize_t>(want_sums ? locator_sums_size(plan.n(), pairs) : 0));
     double* sums_p = want_sums ? sums.mutable_data() : nullptr;
-    on_rows(kind, y, idx, m, [&](auto rows) {
-        driver::locator_scores(plan.factor(), plan.tables(), rows, m, omd.data(), threads, sp, lp,
-                               pairs ? pinv.data() : nullptr, pp, sums_p);
-    });
-    if (want_sums) {
-        if (pairs) return py::make_tuple(s, loo, pair, sums);
-        return py::make_tuple(s, loo, sums);
+    const driver::DenseMap* dec = nullptr;
+    py::array est;
+    if (!decodeobj.is_none()) {
+        if (!py::isinstance<driver::DenseMap>(decodeobj))
+            throw py::type_error("decode must be a letcc._core.DenseOperator or None, got " +
+                                 std::string(py::str(py::type::of(decodeobj).attr("__name__"))));
+        dec = &decodeobj.cast<const driver::DenseMap&>();
+        if (static_cast<std::size_t>(dec->n()) != n || n < 2)
+            throw py::value_error("decode has " + std::to_string(dec->n()) + " columns but the plan has " +
+                                  std::to_string(n) + " knots (at least 2)");
+        const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(dec->q()), static_cast<py::ssize_t>(m)};
+        est = kind == FloatKind::f64 ? py::array(py::array_t<double>(shape)) : py::array(py::array_t<float>(shape));
     }
-    if (pairs) return py::make_tuple(s, loo, pair);
-    return py::make_tuple(s, loo);
+    void* est_p = dec != nullptr ? est.mutable_data() : nullptr;
+    on_rows(kind, y, idx, m, [&](auto rows) {
+        using T = std::remove_const_t<std::remove_pointer_t<std::remove_pointer_t<decltype(rows)>>>;
+        driver::PassDecode<T> pd;
+        if (dec != nullptr) pd = {dec->coeffs_for<T>(), dec->q(), static_cast<T*>(est_p)};
+        driver::locator_scores(plan.factor(), plan.tables(), rows, m, omd.data(), threads, sp, lp,
+                               pairs ? pinv.data() : nullptr, pp, sums_p, pd);
+    });
+    py::list out;
+    out.append(s);
+    out.append(loo);
+    if (pairs) out.append(pair);
+    if (want_sums) out.append(sums);
+    if (dec != nullptr) out.append(est);
+    return py::tuple(out);
 }
 
 // The locator's scores (s, loo[, pair]) from sums in locator_scores's
@@ -549,7 +571,7 @@ PYBIND11_MODULE(_core, mod) {
         py::arg("x"), py::arg("at"), py::arg("c"), py::arg("end_factor"));
     mod.def("locator_scores", &locator_scores, py::arg("plan"), py::arg("y"), py::arg("one_minus_diag"),
             py::arg("rows") = py::none(), py::arg("threads") = 0, py::arg("pair_inv") = py::none(),
-            py::arg("sums") = false);
+            py::arg("sums") = false, py::arg("decode") = py::none());
     mod.def("locator_rescore", &locator_rescore, py::arg("hat"), py::arg("first"), py::arg("y"), py::arg("rows"),
             py::arg("erased"), py::arg("pairs") = false, py::arg("threads") = 0);
     mod.def("rows_finite", &rows_finite, py::arg("y"), py::arg("rows"));

@@ -46,21 +46,51 @@ constexpr std::size_t kDenseTile = 256;
 // contiguous: y's rows are ldy elements apart (a different page for every row
 // when m is large), so reading them block by block in the micro-kernel costs a
 // TLB miss per row and FMA; packing reads each row as one contiguous run.
-template <class T>
-LETCC_DENSE_INLINE void dense_tile(const T* A, std::int64_t q, std::int64_t n, const T* y, std::size_t ldy,
-                                   T* out, std::size_t ldo, std::size_t c0, std::size_t tw, T* pack) {
+//
+// row(i) gives row i of y (its element 0): dense_tile's rows ldy apart, or
+// dense_tile_rows' pointers (the spline locator's pass, which decodes the
+// answers it scores, csrc/driver/locator.hpp). Each output element is the sum
+// over i in order 0..n-1 whatever the blocking, so any split of the columns
+// into tiles gives the same numbers bit for bit.
+template <class T, class RowAt>
+LETCC_DENSE_INLINE void dense_tile_at(const T* A, std::int64_t q, std::int64_t n, RowAt row_at, T* out,
+                                      std::size_t ldo, std::size_t c0, std::size_t tw, T* pack) {
     typedef typename Vec<T>::type V;
     constexpr std::size_t L = Vec<T>::lanes;
     constexpr std::size_t W = 2 * L;  // columns per register block
     const std::size_t full = tw / W * W;
     const std::size_t nb = full / W;
-    // pack[b][i][0:W] = y[i, c0 + b*W : c0 + (b+1)*W]
+    // the leftover columns (tw not a multiple of W) go through the same
+    // vector code in a block padded with zeros: every column is computed the
+    // same way wherever the tile starts (a scalar loop here rounded an ulp
+    // differently from the vectors)
+    const std::size_t rest = tw - full;
+    const std::size_t nbt = nb + (rest ? 1 : 0);
+    // pack[b][i][0:W] = y[i, c0 + b*W : c0 + (b+1)*W] (the last block: rest columns, then 0)
     for (std::int64_t i = 0; i < n; ++i) {
-        const T* row = y + static_cast<std::size_t>(i) * ldy + c0;
+        const T* row = row_at(i) + c0;
         for (std::size_t b = 0; b < nb; ++b)
             std::memcpy(pack + (b * static_cast<std::size_t>(n) + static_cast<std::size_t>(i)) * W, row + b * W,
                         W * sizeof(T));
+        if (rest) {
+            T* blk = pack + (nb * static_cast<std::size_t>(n) + static_cast<std::size_t>(i)) * W;
+            std::memcpy(blk, row + full, rest * sizeof(T));
+            for (std::size_t j = rest; j < W; ++j) blk[j] = T(0);
+        }
     }
+    // out[r, c0 + b*W : ...] = (lo, hi), the padded block's valid columns only
+    auto store = [&](std::int64_t r, std::size_t b, const V& lo, const V& hi) {
+        T* o = out + static_cast<std::size_t>(r) * ldo + c0 + b * W;
+        if (b < nb) {
+            std::memcpy(o, &lo, sizeof(V));
+            std::memcpy(o + L, &hi, sizeof(V));
+            return;
+        }
+        T tmp[W];
+        std::memcpy(tmp, &lo, sizeof(V));
+        std::memcpy(tmp + L, &hi, sizeof(V));
+        std::memcpy(o, tmp, rest * sizeof(T));
+    };
     std::int64_t qb = 0;
     // Blocks of 4 output rows x 2 vectors: 8 accumulators stay in registers.
     for (; qb + 4 <= q; qb += 4) {
@@ -68,7 +98,7 @@ LETCC_DENSE_INLINE void dense_tile(const T* A, std::int64_t q, std::int64_t n, c
         const T* a1 = A + (qb + 1) * n;
         const T* a2 = A + (qb + 2) * n;
         const T* a3 = A + (qb + 3) * n;
-        for (std::size_t b = 0; b < nb; ++b) {
+        for (std::size_t b = 0; b < nbt; ++b) {
             V s00 = {}, s01 = {}, s10 = {}, s11 = {}, s20 = {}, s21 = {}, s30 = {}, s31 = {};
             const T* yp = pack + b * static_cast<std::size_t>(n) * W;
             for (std::int64_t i = 0; i < n; ++i, yp += W) {
@@ -80,17 +110,16 @@ LETCC_DENSE_INLINE void dense_tile(const T* A, std::int64_t q, std::int64_t n, c
                 s20 += a2[i] * v0; s21 += a2[i] * v1;
                 s30 += a3[i] * v0; s31 += a3[i] * v1;
             }
-            T* o = out + c0 + b * W;
-            std::memcpy(o + (qb + 0) * ldo, &s00, sizeof(V)); std::memcpy(o + (qb + 0) * ldo + L, &s01, sizeof(V));
-            std::memcpy(o + (qb + 1) * ldo, &s10, sizeof(V)); std::memcpy(o + (qb + 1) * ldo + L, &s11, sizeof(V));
-            std::memcpy(o + (qb + 2) * ldo, &s20, sizeof(V)); std::memcpy(o + (qb + 2) * ldo + L, &s21, sizeof(V));
-            std::memcpy(o + (qb + 3) * ldo, &s30, sizeof(V)); std::memcpy(o + (qb + 3) * ldo + L, &s31, sizeof(V));
+            store(qb + 0, b, s00, s01);
+            store(qb + 1, b, s10, s11);
+            store(qb + 2, b, s20, s21);
+            store(qb + 3, b, s30, s31);
         }
     }
     // Leftover rows (q not a multiple of 4).
     for (; qb < q; ++qb) {
         const T* a = A + qb * n;
-        for (std::size_t b = 0; b < nb; ++b) {
+        for (std::size_t b = 0; b < nbt; ++b) {
             V s0 = {}, s1 = {};
             const T* yp = pack + b * static_cast<std::size_t>(n) * W;
             for (std::int64_t i = 0; i < n; ++i, yp += W) {
@@ -99,19 +128,23 @@ LETCC_DENSE_INLINE void dense_tile(const T* A, std::int64_t q, std::int64_t n, c
                 std::memcpy(&v1, yp + L, sizeof(V));
                 s0 += a[i] * v0; s1 += a[i] * v1;
             }
-            std::memcpy(out + qb * ldo + c0 + b * W, &s0, sizeof(V));
-            std::memcpy(out + qb * ldo + c0 + b * W + L, &s1, sizeof(V));
+            store(qb, b, s0, s1);
         }
     }
-    // Leftover columns (tw not a multiple of W), plain loops.
-    for (std::int64_t r = 0; r < q; ++r) {
-        const T* a = A + r * n;
-        for (std::size_t j = full; j < tw; ++j) {
-            T s = 0;
-            for (std::int64_t i = 0; i < n; ++i) s += a[i] * y[static_cast<std::size_t>(i) * ldy + c0 + j];
-            out[static_cast<std::size_t>(r) * ldo + c0 + j] = s;
-        }
-    }
+}
+
+template <class T>
+LETCC_DENSE_INLINE void dense_tile(const T* A, std::int64_t q, std::int64_t n, const T* y, std::size_t ldy,
+                                   T* out, std::size_t ldo, std::size_t c0, std::size_t tw, T* pack) {
+    dense_tile_at<T>(A, q, n, [y, ldy](std::int64_t i) { return y + static_cast<std::size_t>(i) * ldy; }, out, ldo,
+                     c0, tw, pack);
+}
+
+// The same with row i of y at rows[i].
+template <class T>
+LETCC_DENSE_INLINE void dense_tile_rows(const T* A, std::int64_t q, std::int64_t n, const T* const* rows, T* out,
+                                        std::size_t ldo, std::size_t c0, std::size_t tw, T* pack) {
+    dense_tile_at<T>(A, q, n, [rows](std::int64_t i) { return rows[i]; }, out, ldo, c0, tw, pack);
 }
 
 }  // namespace kernels

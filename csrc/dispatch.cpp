@@ -257,6 +257,18 @@ LETCC_MULTIVERSION(dense_tile_f32,
                    (A, q, n, y, ldy, out, ldo, c0, tw, pack),
                    kernels::dense_tile<float>(A, q, n, y, ldy, out, ldo, c0, tw, pack))
 
+LETCC_MULTIVERSION(dense_tile_rows_f64,
+                   (const double* A, std::int64_t q, std::int64_t n, const double* const* rows, double* out,
+                    std::size_t ldo, std::size_t c0, std::size_t tw, double* pack),
+                   (A, q, n, rows, out, ldo, c0, tw, pack),
+                   kernels::dense_tile_rows<double>(A, q, n, rows, out, ldo, c0, tw, pack))
+
+LETCC_MULTIVERSION(dense_tile_rows_f32,
+                   (const float* A, std::int64_t q, std::int64_t n, const float* const* rows, float* out,
+                    std::size_t ldo, std::size_t c0, std::size_t tw, float* pack),
+                   (A, q, n, rows, out, ldo, c0, tw, pack),
+                   kernels::dense_tile_rows<float>(A, q, n, rows, out, ldo, c0, tw, pack))
+
 // The locator kernel (locator_kernel.hpp) with vectors as wide as each build's
 // registers: 8 float64 lanes on AVX-512, 4 on AVX2, 2 baseline (with 8
 // everywhere the AVX2 build ran 5x slower than with 4: GCC splits the wider

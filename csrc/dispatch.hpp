@@ -40,6 +40,13 @@ void dense_tile_f64(const double* A, std::int64_t q, std::int64_t n, const doubl
 void dense_tile_f32(const float* A, std::int64_t q, std::int64_t n, const float* y, std::size_t ldy,
                     float* out, std::size_t ldo, std::size_t c0, std::size_t tw, float* pack);
 
+// The same with row i of y at rows[i] (the spline locator's pass decoding the
+// answers it scores): the same numbers as dense_tile on those rows.
+void dense_tile_rows_f64(const double* A, std::int64_t q, std::int64_t n, const double* const* rows, double* out,
+                         std::size_t ldo, std::size_t c0, std::size_t tw, double* pack);
+void dense_tile_rows_f32(const float* A, std::int64_t q, std::int64_t n, const float* const* rows, float* out,
+                         std::size_t ldo, std::size_t c0, std::size_t tw, float* pack);
+
 // The spline locator's sums (locator.hpp) over columns [c0, c0 + tw) of the
 // rows rows[0 .. n) (each a pointer to a row of m elements, any rows of the
 // caller's array): sums (locator_sums_size(n, pairs) doubles) is overwritten
@@ -91,6 +98,15 @@ inline void dense_tile(const double* A, std::int64_t q, std::int64_t n, const do
 inline void dense_tile(const float* A, std::int64_t q, std::int64_t n, const float* y, std::size_t ldy,
                        float* out, std::size_t ldo, std::size_t c0, std::size_t tw, float* pack) {
     dense_tile_f32(A, q, n, y, ldy, out, ldo, c0, tw, pack);
+}
+
+inline void dense_tile_rows(const double* A, std::int64_t q, std::int64_t n, const double* const* rows, double* out,
+                            std::size_t ldo, std::size_t c0, std::size_t tw, double* pack) {
+    dense_tile_rows_f64(A, q, n, rows, out, ldo, c0, tw, pack);
+}
+inline void dense_tile_rows(const float* A, std::int64_t q, std::int64_t n, const float* const* rows, float* out,
+                            std::size_t ldo, std::size_t c0, std::size_t tw, float* pack) {
+    dense_tile_rows_f32(A, q, n, rows, out, ldo, c0, tw, pack);
 }
 
 inline void locator_tile(const PlanTables& p, const LocatorCoeffs& c, const double* const* rows, std::size_t c0,

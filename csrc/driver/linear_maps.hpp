@@ -74,6 +74,9 @@ public:
     std::int64_t n() const { return n_; }
     std::int64_t q() const { return q_; }
     const std::vector<double>& matrix() const { return a64_; }
+    // The coefficients run<T> multiplies with (float32 arithmetic for float32 data).
+    template <class T>
+    const T* coeffs_for() const { return coeffs(static_cast<const T*>(nullptr)); }
 
     // out (q x m) = A y (n x m); both row-major, not overlapping.
     template <class T>

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../dense_kernel.hpp"
 #include "../dispatch.hpp"
 #include "../locator.hpp"
 #include "../locator_rescore.hpp"
@@ -26,11 +27,24 @@
 namespace letcc {
 namespace driver {
 
+// A decode made in the locator's pass (letcc.codes.robust: a clean round's
+// estimates without a second read of the answers): out (q x m, row-major) =
+// A (q x n, row-major) times the n rows the pass scores, with the dense
+// kernel on the tiles the pass has in cache (dense_tile_rows), so the same
+// numbers bit for bit as DenseMap::run<T> on those rows.
+template <class T>
+struct PassDecode {
+    const T* A = nullptr;       // null: no decode
+    std::int64_t q = 0;
+    T* out = nullptr;
+};
+
 // sums (locator_sums_size(n, pairs)) of the rows rows[0 .. n) of m elements
-// each, for the spline whose factor and tables are f, p (n knots).
+// each, for the spline whose factor and tables are f, p (n knots); with
+// dec.A, also dec's decode of those rows.
 template <class T>
 void locator_sums(const ReinschFactor& f, const PlanTables& p, const T* const* rows, std::size_t m, int threads,
-                  double* sums, bool pairs = false) {
+                  double* sums, bool pairs = false, const PassDecode<T>& dec = {}) {
     const std::int64_t n = p.n;
     const std::size_t ns = locator_sums_size(n, pairs);
     for (std::size_t i = 0; i < ns; ++i) sums[i] = 0.0;
@@ -44,6 +58,11 @@ void locator_sums(const ReinschFactor& f, const PlanTables& p, const T* const* r
         // each thread runs a contiguous stretch of tiles (thread_pool.hpp):
         // its next tile is the adjacent one
         locator_tile(p, c, rows, c0, w, buf, part.data() + (c0 / tw) * ns, c0 + 2 * tw <= m ? tw : 0, pairs);
+        if (dec.A == nullptr) return;
+        // the tile's columns again, while in cache (buf is free now: the pack may reuse it)
+        T* pack = tls_scratch<T>(static_cast<std::size_t>(n) * kernels::kDenseTile);
+        for (std::size_t d0 = c0; d0 < c0 + w; d0 += kernels::kDenseTile)
+            dense_tile_rows(dec.A, dec.q, n, rows, dec.out, m, d0, std::min(kernels::kDenseTile, c0 + w - d0), pack);
     });
     for (std::size_t t = 0; t < ntiles; ++t)
         for (std::size_t i = 0; i < ns; ++i) sums[i] += part[t * ns + i];
@@ -58,11 +77,11 @@ void locator_sums(const ReinschFactor& f, const PlanTables& p, const T* const* r
 template <class T>
 void locator_scores(const ReinschFactor& f, const PlanTables& p, const T* const* rows, std::size_t m,
                     const double* omd, int threads, double* s, double* loo, const double* pair_inv = nullptr,
-                    double* pair = nullptr, double* sums_out = nullptr) {
+                    double* pair = nullptr, double* sums_out = nullptr, const PassDecode<T>& dec = {}) {
     const std::size_t n = static_cast<std::size_t>(p.n);
     const bool pairs = pair_inv != nullptr;
     std::vector<double> sums(locator_sums_size(p.n, pairs));
-    locator_sums<T>(f, p, rows, m, threads, sums.data(), pairs);
+    locator_sums<T>(f, p, rows, m, threads, sums.data(), pairs, dec);
     locator_scores_from_sums(n, sums.data(), omd, s, loo);
     if (pairs) locator_pair_scores_from_sums(n, sums.data(), pair_inv, pair);
     if (sums_out != nullptr) std::copy(sums.begin(), sums.end(), sums_out);
