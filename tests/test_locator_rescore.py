@@ -285,3 +285,94 @@ def test_rows_finite_against_numpy_every_position(dtype, rng):
         _core.rows_finite(np.zeros((3, 4), dtype=np.int64), [0])
     with pytest.raises(ValueError, match="y must be 2-D"):
         _core.rows_finite(np.zeros(3), [0])
+
+
+# ------------------------------------------------------------ a clean round's decode made in the locator's pass
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_pass_decodes_its_rows_as_the_dense_operator(kernel_isa, dtype, rng):
+    """_core.locator_scores(decode=op): the scores as without it, and op's map
+    of the rows scored (rows= in knot order) bit for bit as DenseOperator
+    gives it on those rows, for widths with and without leftover columns,
+    1 and 2 threads."""
+    import letcc
+    n, q = 22, 8
+    t = random_knots(rng, n)
+    ds = DetectionSplines()
+    d = ds.get(t)
+    op = DenseOperator(rng.standard_normal((q, n)))
+    try:
+        for threads in (1, 2):
+            letcc.set_num_threads(threads)
+            for m in (1, 5, 17, 256, 1000, 70001):
+                Y = rng.standard_normal((n + 3, m)).astype(dtype)
+                rows = rng.permutation(n + 3)[:n]
+                got = _core.locator_scores(d.plan, Y, d.one_minus_diag, rows, 0, d.pair_inv, True, op._op)
+                ref = _core.locator_scores(d.plan, Y, d.one_minus_diag, rows, 0, d.pair_inv, True)
+                for a, b in zip(got[:-1], ref):
+                    np.testing.assert_array_equal(a, b)
+                assert got[-1].dtype == dtype and got[-1].shape == (q, m)
+                np.testing.assert_array_equal(got[-1], op(np.ascontiguousarray(Y[rows])))
+    finally:
+        letcc.set_num_threads(0)
+
+
+def test_the_pass_decode_bad_arguments_name_the_value(rng):
+    t = random_knots(rng, 6)
+    d = DetectionSplines().get(t)
+    Y = rng.standard_normal((6, 10))
+    with pytest.raises(TypeError, match="decode must be a letcc._core.DenseOperator or None, got ndarray"):
+        _core.locator_scores(d.plan, Y, d.one_minus_diag, None, 0, None, False, np.ones((2, 6)))
+    with pytest.raises(ValueError, match="decode has 5 columns but the plan has 6 knots"):
+        _core.locator_scores(d.plan, Y, d.one_minus_diag, None, 0, None, False, DenseOperator(np.ones((2, 5)))._op)
+
+
+@pytest.mark.parametrize("space", ["linear", "log"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_clean_round_decoded_in_the_pass_is_the_plain_decode(space, dtype, rng, monkeypatch):
+    """A clean round of ascending answers is decoded in the locator's pass
+    (LeTCC._erase_flagged's fuse): the estimates equal the plain decoder's
+    bit for bit, in both spaces and dtypes, with and without leftover
+    columns; a round with an erasure, unsorted answers and torch inputs take
+    the plain steps (and agree too)."""
+    from letcc.codes import robust
+    calls = []
+    real = _core.locator_scores
+
+    def spy(*args):
+        calls.append(len(args) > 7 and args[7] is not None)
+        return real(*args)
+
+    monkeypatch.setattr(robust._core, "locator_scores", spy)
+    K, N = 8, 24
+    code, plain = LeTCC(K, N, adversaries=2), LeTCC(K, N)
+    F = np.sort(rng.choice(N, 22, replace=False))
+    code.clean_round_threshold(22, space)                            # calibrated first: its passes not counted
+    for m in (3, 40, 1001):
+        U = np.asarray(code.encoder(rng.standard_normal((K, m, 3))))
+        logits = np.einsum("cd,nbd->nbc", rng.standard_normal((10, 3)) * 0.3, np.sin(U))
+        Y = logits if space == "linear" else np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+        Y = np.ascontiguousarray(Y[F]).astype(dtype)
+        calls.clear()
+        est, flagged = code.decode(Y, F, return_flagged=True)
+        assert flagged.size == 0 and calls == [True]                 # clean, decoded in the pass
+        ref = plain.decode(Y, F)
+        assert code.last_output_space == space and plain.last_output_space == space
+        np.testing.assert_array_equal(est, ref)
+        np.testing.assert_array_equal(code.last_lam_dec, plain.last_lam_dec)
+        assert est.dtype == dtype and est.shape == (K,) + Y.shape[1:]
+        perm = rng.permutation(22)                                   # unsorted: the plain steps
+        calls.clear()
+        np.testing.assert_allclose(code.decode(Y[perm], F[perm]), est, rtol=1e-5, atol=1e-6)
+        assert calls == [False]
+        Yw = Y.copy()
+        if space == "linear":
+            Yw[7] += 5.0
+        else:                                   # certain of the least likely class: still probabilities
+            Yw[7] = np.eye(10, dtype=dtype)[Y[7].argmin(-1)]
+        calls.clear()
+        est_w, fl = code.decode(Yw, F, return_flagged=True)
+        assert fl.tolist() == [F[7]] and calls[0]                    # the pass's decode is left unused
+        keep = np.setdiff1d(F, fl)
+        np.testing.assert_array_equal(est_w, plain.decode(Yw[np.isin(F, keep)], keep))

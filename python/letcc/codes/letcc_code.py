@@ -509,12 +509,22 @@ class LeTCC(Code):
                 avail, Y, Z = avail[keep_rows], take_rows(Y, keep_rows), None
         if log and Z is None:
             Z = log_or_none(Y, strict=True)
-        avail, kept, flagged = self._erase_flagged(avail, Y, Z if log else None, max(E - invalid.size, 0))
+        # the plain decoder's map of a clean round, made in the locator's pass
+        # where it can be: the log space's, or the linear one's where the
+        # plain decoder decodes linearly (the check found a non-probability)
+        fuse = self._plan_log if log else (self._plan if space == "linear" or prob is not None else None)
+        avail, kept, flagged, decoded = self._erase_flagged(avail, Y, Z if log else None, max(E - invalid.size, 0),
+                                                            fuse)
         if invalid.size:
             flagged = np.union1d(invalid, flagged)
         # the plain decoder's own steps on the answers kept (in log space on
         # the logs already taken: the same numbers as its fused pass)
-        if log:
+        if decoded is not None:
+            est = decoded.reshape(decoded.shape[:1] + (Z if log else Y).shape[1:])
+            self.last_output_space = "log" if log else "linear"
+            if log and not _core.softmax_last_axis(est):
+                est = from_log(est)
+        elif log:
             est = self._decode_log(avail, Z, rows=kept)
         elif kept is None and prob is not None:
             # the check found an answer that is not a probability vector: the
@@ -568,16 +578,26 @@ class LeTCC(Code):
         rows = None if srt.tobytes() == avail.tobytes() else order
         return rows, srt, self.beta[srt], self._knots[srt]
 
-    def _erase_flagged(self, avail: np.ndarray, Y, Z, budget: int):
-        """(avail', rows, flagged): the workers the spline locator keeps,
-        their rows in Y (or Z) in that order (None: all, nothing erased) and
-        the sorted workers it erased. Z: Y's log when the locator scores the
-        log space (probability answers; Y may be None), else None (it
-        scores Y)."""
+    def _erase_flagged(self, avail: np.ndarray, Y, Z, budget: int, fuse=None):
+        """(avail', rows, flagged, decoded): the workers the spline locator
+        keeps, their rows in Y (or Z) in that order (None: all, nothing
+        erased), the sorted workers it erased, and, where nothing was erased
+        and the decode was made in the locator's pass, its (K, m) result
+        (else None). Z: Y's log when the locator scores the log space
+        (probability answers; Y may be None), else None (it scores Y).
+        fuse: the plan (_plan or _plan_log) whose map a clean round is
+        decoded with: where its decoder is dense and avail ascending, the
+        locator's first pass applies it too (spline_locate's decode)."""
         if budget <= 0 or self.flag_threshold == np.inf:
-            return avail, None, np.zeros(0, dtype=np.int64)
+            return avail, None, np.zeros(0, dtype=np.int64), None
         rows, srt, nodes, knots = self._locator_sets.get(avail.tobytes(), lambda: self._locator_set(avail))
         Dh = to_host_2d(Y if Z is None else Z)          # float32 or float64, scored in float64
+        decode = None
+        if fuse is not None and rows is None and self._set_keyed and type(Y if Z is None else Z) is np.ndarray:
+            # the decoder _decode_rows takes for an ascending set; dense: its sums run over the
+            # answers in this order, as the pass has them
+            op = fuse(srt, None)
+            decode = op._op if isinstance(op, DenseOperator) else None
         # the caller's threshold, else the calibrated clean-round test, else
         # (false_alarm=None) E erasures in every round
         calibrated = self.flag_threshold is None and self._clean_test is not None
@@ -586,18 +606,19 @@ class LeTCC(Code):
         pair_ratio = self._clean_test.pair_ratio_for(space) if calibrated else None
         report: dict = {}
         pos = spline_locate(nodes, Dh, budget, self._detection, self.flag_threshold,
-                            knots=knots, ratio=ratio, report=report, rows=rows, pair_ratio=pair_ratio)
+                            knots=knots, ratio=ratio, report=report, rows=rows, pair_ratio=pair_ratio,
+                            decode=decode)
         if report:
             # evidence for the caller to pool over rounds: where a wrong answer hides in
             # one round, the top-scored worker is still the same adversary more often
             self._clean_report = (srt, report)
         if pos.size == 0:
-            return avail, None, np.zeros(0, dtype=np.int64)
+            return avail, None, np.zeros(0, dtype=np.int64), report.pop("decoded", None)
         flagged = np.sort(srt[pos])
         kept = np.ones(srt.size, dtype=bool)
         kept[pos] = False
         keep_rows = np.flatnonzero(kept) if rows is None else np.sort(rows[kept])   # rows of Y kept, Y's order
-        return avail[keep_rows], keep_rows, flagged
+        return avail[keep_rows], keep_rows, flagged, None
 
     def clean_round_threshold(self, n: int, space: str = "linear", pair: bool = False) -> float:
         """The clean-round test's threshold on the round statistic for n

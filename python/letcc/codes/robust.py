@@ -381,7 +381,7 @@ def _over(top: float, med: float) -> float:
 
 def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSplines,
                   flag_threshold=None, knots=None, ratio=None, report=None, rows=None,
-                  pair_ratio=None) -> np.ndarray:
+                  pair_ratio=None, decode=None) -> np.ndarray:
     """Positions (into the ascending `nodes`) of the workers the spline
     locator erases, in the order erased (at most min(E, n - 3)). Y: the
     answers, a 2-D C-contiguous float32/float64 (answers, m) array whose row
@@ -406,7 +406,13 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     ``report`` (a dict): filled with the first step's ``top`` (position of
     the top-scored answer), ``statistic`` and ``threshold`` (None untested)
     and, where the first step tested pairs, ``pair_top`` (the positions of
-    the top pair), ``pair_statistic`` and ``pair_threshold``."""
+    the top pair), ``pair_statistic`` and ``pair_threshold``.
+
+    ``decode`` (with ``report``; a letcc._core.DenseOperator with n
+    columns): the first step's pass also applies it to the answers, in
+    knot order (what the decoder of a clean round does with them, bit for
+    bit), and where nothing is erased ``report['decoded']`` holds the (q, m)
+    result: a clean round's decode without a second read of Y."""
     n = nodes.shape[0]
     steps = min(E, n - 3)
     if steps <= 0:
@@ -425,7 +431,9 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
         if not erased:
             d = splines.get(t)
             *scores, first_sums = _core.locator_scores(d.plan, Y, d.one_minus_diag, rows, 0,
-                                                       d.pair_inv if pairs else None, True)
+                                                       d.pair_inv if pairs else None, True, decode)
+            if decode is not None:
+                scores, first_sums, decoded = scores[:-1], scores[-1], first_sums
             masks = d.not_erasable, d.pair_not_erasable
         else:           # the answers kept, with the first step's spline, without another scoring pass
             scores = locator_rescored(splines, t, Y, rows, first_sums, erased, pairs=pairs)
@@ -458,6 +466,8 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
             break
         erased.append(int(keep[i]))
         keep = np.concatenate((keep[:i], keep[i + 1:]))
+    if decode is not None and not erased and report is not None:
+        report["decoded"] = decoded
     return np.array(erased, dtype=np.int64)
 
 
