@@ -28,7 +28,11 @@ decodes them linearly, a cheaper decode than the log space the robust one keeps)
 decode-time table), numpy's BLAS as it is.
 
 Reading. A clean round costs one compiled scoring pass over the answers (letcc._core.locator_scores:
-the detection spline's banded residuals and the neighbour distances, O(n m)) next to the plain decode.
+the detection spline's banded residuals and the neighbour distances, O(n m)) next to the plain decode;
+from 16 MiB of answers (m = 10^5 here, float64; letcc.codes.letcc_code.PASS_DECODE_MIN_BYTES) that pass
+also makes the decode, on the column tiles it has in cache, so a clean round reads the answers once
+(bit for bit the plain decode; below that size both are bound by their arithmetic and fusing them
+saved nothing, and where the round has an erasure the decode made in the pass is wasted).
 Each erasure adds a pass over the answers kept (exact: the detection spline of the answers kept is
 another spline), the copy of the answers kept and the plain decode of another answering set, so a
 round with 2 erasures makes 2 scoring passes, a copy and a decode. 'probabilities, 2 sign-flipped'

@@ -345,6 +345,8 @@ def test_a_clean_round_decoded_in_the_pass_is_the_plain_decode(space, dtype, rng
         return real(*args)
 
     monkeypatch.setattr(robust._core, "locator_scores", spy)
+    from letcc.codes import letcc_code
+    monkeypatch.setattr(letcc_code, "PASS_DECODE_MIN_BYTES", 0)     # the small rounds here: fused too
     K, N = 8, 24
     code, plain = LeTCC(K, N, adversaries=2), LeTCC(K, N)
     F = np.sort(rng.choice(N, 22, replace=False))
@@ -362,6 +364,11 @@ def test_a_clean_round_decoded_in_the_pass_is_the_plain_decode(space, dtype, rng
         np.testing.assert_array_equal(est, ref)
         np.testing.assert_array_equal(code.last_lam_dec, plain.last_lam_dec)
         assert est.dtype == dtype and est.shape == (K,) + Y.shape[1:]
+        monkeypatch.setattr(letcc_code, "PASS_DECODE_MIN_BYTES", Y.nbytes + 1)   # below the size: not fused
+        calls.clear()
+        np.testing.assert_array_equal(code.decode(Y, F), est)
+        assert calls == [False]
+        monkeypatch.setattr(letcc_code, "PASS_DECODE_MIN_BYTES", Y.nbytes)
         perm = rng.permutation(22)                                   # unsorted: the plain steps
         calls.clear()
         np.testing.assert_allclose(code.decode(Y[perm], F[perm]), est, rtol=1e-5, atol=1e-6)

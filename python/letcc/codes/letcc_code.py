@@ -35,6 +35,16 @@ from letcc.splines._validation import as_lam
 
 __all__ = ["LeTCC", "spline_decoder_matrix"]
 
+# The robust decoder makes a clean round's decode in the locator's first pass
+# (spline_locate's decode) from this many bytes of answers: where they do not
+# stay in the caches, the pass saves the decode a read of them from memory.
+# Below it both are bound by their arithmetic and cost the same fused or not,
+# and the decode made in the pass is wasted where the round has an erasure.
+# Measured (AMD EPYC, 2 cores, LeTCC(8, 24), 22 float64 answers): the fused
+# pass cost the pass plus the decode at m = 1000 - 70000 (up to 12 MB), and
+# 0.76x their sum at m = 100000 (17.6 MB); bench/results/robust_decode.md.
+PASS_DECODE_MIN_BYTES = 16 << 20
+
 
 def spline_decoder_matrix(nodes: np.ndarray, points: np.ndarray, lam) -> np.ndarray:
     """The (len(points), len(nodes)) float64 operator of the spline decoder on
@@ -586,14 +596,16 @@ class LeTCC(Code):
         (else None). Z: Y's log when the locator scores the log space
         (probability answers; Y may be None), else None (it scores Y).
         fuse: the plan (_plan or _plan_log) whose map a clean round is
-        decoded with: where its decoder is dense and avail ascending, the
-        locator's first pass applies it too (spline_locate's decode)."""
+        decoded with: where its decoder is dense, avail ascending and the
+        answers at least PASS_DECODE_MIN_BYTES, the locator's first pass
+        applies it too (spline_locate's decode)."""
         if budget <= 0 or self.flag_threshold == np.inf:
             return avail, None, np.zeros(0, dtype=np.int64), None
         rows, srt, nodes, knots = self._locator_sets.get(avail.tobytes(), lambda: self._locator_set(avail))
         Dh = to_host_2d(Y if Z is None else Z)          # float32 or float64, scored in float64
         decode = None
-        if fuse is not None and rows is None and self._set_keyed and type(Y if Z is None else Z) is np.ndarray:
+        if (fuse is not None and rows is None and self._set_keyed and type(Y if Z is None else Z) is np.ndarray
+                and Dh.nbytes >= PASS_DECODE_MIN_BYTES):
             # the decoder _decode_rows takes for an ascending set; dense: its sums run over the
             # answers in this order, as the pass has them
             op = fuse(srt, None)
