@@ -341,10 +341,12 @@ the statistical test (two wrong answers raise the median LOO score of their neig
 by side vouch for each other: the pair stage, 'no pair stage' without it, bench/results/pair_stage.md),
 and a missed wrong answer costs far more than an erasure; Berlekamp-Welch BACC, which always erases E and
 whose Berrut decode is exact at the nodes, wins there. (4) Decode time: the robust decoder scores the
-answers in one compiled O(n m) pass per scoring (letcc._core.locator_scores: the detection spline's banded
-residuals, the neighbour distances and, with E >= 2, the adjacent residuals' dot products), one on a clean
-round; each erasure adds a pass over the answers kept before the plain decode of the rest (the last
-table, and bench/results/robust_decode.md with and without the pair stage)."""
+answers in one compiled O(n m) pass (letcc._core.locator_scores: the detection spline's banded
+residuals, the neighbour distances and, with E >= 2, the adjacent residuals' dot products), which on a
+clean round of 16 MiB of answers or more also makes the decode; each later step rescores the answers
+kept from that pass's sums and a pass of 2 multiply-adds an element per erased answer
+(letcc._core.locator_rescore) before the plain decode of the rest (the last table, and
+bench/results/robust_decode.md with and without the pair stage)."""
 
 
 
