@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -484,6 +485,55 @@ void test_locator_rescore(std::size_t n, std::size_t m) {
     CHECK(!ok && s[0] == -1.0, "rescore n=%zu m=%zu: a NaN erased row was taken", n, m);
 }
 
+// The locator pass's decode (driver::PassDecode): the scores as without it,
+// and the dense map of the rows it scores (taken out of order) equal to
+// DenseMap::run<T> on those rows copied in knot order, bit for bit, and to
+// the float64 product within rounding; float32 and float64, 1 and 2 threads.
+template <class T>
+void test_locator_decode(std::size_t n, std::size_t m) {
+    const LocatorSpline sp(n);
+    const std::size_t q = 8;
+    const driver::DenseMap op(random_vector(q * n, -1.0, 1.0), static_cast<std::int64_t>(q),
+                              static_cast<std::int64_t>(n));
+    std::vector<std::size_t> perm(n);
+    for (std::size_t i = 0; i < n; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    const std::vector<double> big64 = random_vector((n + 1) * m, -1.0, 1.0);
+    const std::vector<T> big(big64.begin(), big64.end());
+    std::vector<const T*> rows(n);
+    std::vector<T> packed(n * m);
+    for (std::size_t i = 0; i < n; ++i) {
+        rows[i] = big.data() + (perm[i] + 1) * m;
+        std::copy(rows[i], rows[i] + m, packed.begin() + static_cast<std::ptrdiff_t>(i * m));
+    }
+    std::vector<T> want(q * m);
+    op.run<T>(packed.data(), want.data(), m, 1);
+    std::vector<double> omd(n);
+    for (std::size_t i = 0; i < n; ++i) omd[i] = 1.0 - sp.H[i * n + i];
+    std::vector<double> s0(n), loo0(n);
+    driver::locator_scores<T>(sp.plan.factor(), sp.plan.tables(), rows.data(), m, omd.data(), 1, s0.data(),
+                              loo0.data());
+    for (int threads : {1, 2}) {
+        std::vector<T> out(q * m, T(-7));
+        std::vector<double> s(n), loo(n);
+        const driver::PassDecode<T> dec{op.coeffs_for<T>(), static_cast<std::int64_t>(q), out.data()};
+        driver::locator_scores<T>(sp.plan.factor(), sp.plan.tables(), rows.data(), m, omd.data(), threads, s.data(),
+                                  loo.data(), nullptr, nullptr, nullptr, dec);
+        // bit for bit (n = 2: the spline interpolates, loo is 0 / 0, NaN in both)
+        CHECK(std::memcmp(s.data(), s0.data(), n * sizeof(double)) == 0 &&
+                  std::memcmp(loo.data(), loo0.data(), n * sizeof(double)) == 0,
+              "pass decode n=%zu m=%zu threads=%d: the scores moved", n, m, threads);
+        CHECK(out == want, "pass decode n=%zu m=%zu threads=%d: not DenseMap::run's numbers", n, m, threads);
+    }
+    std::vector<double> ref(q * m, 0.0);
+    for (std::size_t j = 0; j < q; ++j)
+        for (std::size_t i = 0; i < n; ++i)
+            for (std::size_t c = 0; c < m; ++c) ref[j * m + c] += op.matrix()[j * n + i] * double(packed[i * m + c]);
+    std::vector<double> got(want.begin(), want.end());
+    check_close(sizeof(T) == 8 ? "pass decode f64" : "pass decode f32", got.data(), ref,
+                sizeof(T) == 8 ? 1e-13 * n : 1e-6 * n, 1.0, n, m, 0);
+}
+
 void test_round_counter() {
     std::int64_t word = 0;
     word = round_counter_start(41);
@@ -708,6 +758,11 @@ int main() {
             for (std::size_t m : {1, 7, 1000, 4099}) test_locator(n, m);
         for (std::size_t n : {8, 22, 40})
             for (std::size_t m : {1, 13, 1000}) test_locator_rescore(n, m);
+        for (std::size_t n : {2, 5, 22})
+            for (std::size_t m : {1, 7, 17, 300, 70001}) {
+                test_locator_decode<double>(n, m);
+                test_locator_decode<float>(n, m);
+            }
     }
     set_kernel_isa("auto");
     test_round_counter();
