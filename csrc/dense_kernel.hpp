@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #if defined(__GNUC__)
 #define LETCC_DENSE_INLINE inline __attribute__((always_inline))
@@ -78,58 +79,61 @@ LETCC_DENSE_INLINE void dense_tile_at(const T* A, std::int64_t q, std::int64_t n
             for (std::size_t j = rest; j < W; ++j) blk[j] = T(0);
         }
     }
-    // out[r, c0 + b*W : ...] = (lo, hi), the padded block's valid columns only
-    auto store = [&](std::int64_t r, std::size_t b, const V& lo, const V& hi) {
-        T* o = out + static_cast<std::size_t>(r) * ldo + c0 + b * W;
-        if (b < nb) {
-            std::memcpy(o, &lo, sizeof(V));
-            std::memcpy(o + L, &hi, sizeof(V));
-            return;
+    // The micro-kernel over blocks [b0, b1) of the pack, block b's results at
+    // o + (b - b0) * W (rows ldo apart): the full blocks straight into out,
+    // the padded one into a scratch block whose valid columns are copied after.
+    auto blocks = [&](std::size_t b0, std::size_t b1, T* o, std::size_t ldo_o) {
+        std::int64_t qb = 0;
+        // Blocks of 4 output rows x 2 vectors: 8 accumulators stay in registers.
+        for (; qb + 4 <= q; qb += 4) {
+            const T* a0 = A + (qb + 0) * n;
+            const T* a1 = A + (qb + 1) * n;
+            const T* a2 = A + (qb + 2) * n;
+            const T* a3 = A + (qb + 3) * n;
+            for (std::size_t b = b0; b < b1; ++b) {
+                V s00 = {}, s01 = {}, s10 = {}, s11 = {}, s20 = {}, s21 = {}, s30 = {}, s31 = {};
+                const T* yp = pack + b * static_cast<std::size_t>(n) * W;
+                for (std::int64_t i = 0; i < n; ++i, yp += W) {
+                    V v0, v1;
+                    std::memcpy(&v0, yp, sizeof(V));
+                    std::memcpy(&v1, yp + L, sizeof(V));
+                    s00 += a0[i] * v0; s01 += a0[i] * v1;
+                    s10 += a1[i] * v0; s11 += a1[i] * v1;
+                    s20 += a2[i] * v0; s21 += a2[i] * v1;
+                    s30 += a3[i] * v0; s31 += a3[i] * v1;
+                }
+                T* ob = o + (b - b0) * W;
+                std::memcpy(ob + (qb + 0) * ldo_o, &s00, sizeof(V)); std::memcpy(ob + (qb + 0) * ldo_o + L, &s01, sizeof(V));
+                std::memcpy(ob + (qb + 1) * ldo_o, &s10, sizeof(V)); std::memcpy(ob + (qb + 1) * ldo_o + L, &s11, sizeof(V));
+                std::memcpy(ob + (qb + 2) * ldo_o, &s20, sizeof(V)); std::memcpy(ob + (qb + 2) * ldo_o + L, &s21, sizeof(V));
+                std::memcpy(ob + (qb + 3) * ldo_o, &s30, sizeof(V)); std::memcpy(ob + (qb + 3) * ldo_o + L, &s31, sizeof(V));
+            }
         }
-        T tmp[W];
-        std::memcpy(tmp, &lo, sizeof(V));
-        std::memcpy(tmp + L, &hi, sizeof(V));
-        std::memcpy(o, tmp, rest * sizeof(T));
+        // Leftover rows (q not a multiple of 4).
+        for (; qb < q; ++qb) {
+            const T* a = A + qb * n;
+            for (std::size_t b = b0; b < b1; ++b) {
+                V s0 = {}, s1 = {};
+                const T* yp = pack + b * static_cast<std::size_t>(n) * W;
+                for (std::int64_t i = 0; i < n; ++i, yp += W) {
+                    V v0, v1;
+                    std::memcpy(&v0, yp, sizeof(V));
+                    std::memcpy(&v1, yp + L, sizeof(V));
+                    s0 += a[i] * v0; s1 += a[i] * v1;
+                }
+                std::memcpy(o + qb * ldo_o + (b - b0) * W, &s0, sizeof(V));
+                std::memcpy(o + qb * ldo_o + (b - b0) * W + L, &s1, sizeof(V));
+            }
+        }
     };
-    std::int64_t qb = 0;
-    // Blocks of 4 output rows x 2 vectors: 8 accumulators stay in registers.
-    for (; qb + 4 <= q; qb += 4) {
-        const T* a0 = A + (qb + 0) * n;
-        const T* a1 = A + (qb + 1) * n;
-        const T* a2 = A + (qb + 2) * n;
-        const T* a3 = A + (qb + 3) * n;
-        for (std::size_t b = 0; b < nbt; ++b) {
-            V s00 = {}, s01 = {}, s10 = {}, s11 = {}, s20 = {}, s21 = {}, s30 = {}, s31 = {};
-            const T* yp = pack + b * static_cast<std::size_t>(n) * W;
-            for (std::int64_t i = 0; i < n; ++i, yp += W) {
-                V v0, v1;
-                std::memcpy(&v0, yp, sizeof(V));
-                std::memcpy(&v1, yp + L, sizeof(V));
-                s00 += a0[i] * v0; s01 += a0[i] * v1;
-                s10 += a1[i] * v0; s11 += a1[i] * v1;
-                s20 += a2[i] * v0; s21 += a2[i] * v1;
-                s30 += a3[i] * v0; s31 += a3[i] * v1;
-            }
-            store(qb + 0, b, s00, s01);
-            store(qb + 1, b, s10, s11);
-            store(qb + 2, b, s20, s21);
-            store(qb + 3, b, s30, s31);
-        }
-    }
-    // Leftover rows (q not a multiple of 4).
-    for (; qb < q; ++qb) {
-        const T* a = A + qb * n;
-        for (std::size_t b = 0; b < nbt; ++b) {
-            V s0 = {}, s1 = {};
-            const T* yp = pack + b * static_cast<std::size_t>(n) * W;
-            for (std::int64_t i = 0; i < n; ++i, yp += W) {
-                V v0, v1;
-                std::memcpy(&v0, yp, sizeof(V));
-                std::memcpy(&v1, yp + L, sizeof(V));
-                s0 += a[i] * v0; s1 += a[i] * v1;
-            }
-            store(qb, b, s0, s1);
-        }
+    blocks(0, nb, out + c0, ldo);
+    if (rest) {
+        thread_local std::vector<T> last;
+        if (last.size() < static_cast<std::size_t>(q) * W) last.resize(static_cast<std::size_t>(q) * W);
+        blocks(nb, nb + 1, last.data(), W);
+        for (std::int64_t r = 0; r < q; ++r)
+            std::memcpy(out + static_cast<std::size_t>(r) * ldo + c0 + full, last.data() + static_cast<std::size_t>(r) * W,
+                        rest * sizeof(T));
     }
 }
 
