@@ -430,10 +430,11 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
         tested = ratio is not None
         if not erased:
             d = splines.get(t)
-            *scores, first_sums = _core.locator_scores(d.plan, Y, d.one_minus_diag, rows, 0,
-                                                       d.pair_inv if pairs else None, True, decode)
-            if decode is not None:
-                scores, first_sums, decoded = scores[:-1], scores[-1], first_sums
+            out = _core.locator_scores(d.plan, Y, d.one_minus_diag, rows, 0, d.pair_inv if pairs else None, True,
+                                       decode)
+            if decode is not None:          # the decode comes last, after the sums
+                *out, decoded = out
+            *scores, first_sums = out
             masks = d.not_erasable, d.pair_not_erasable
         else:           # the answers kept, with the first step's spline, without another scoring pass
             scores = locator_rescored(splines, t, Y, rows, first_sums, erased, pairs=pairs)
