@@ -70,9 +70,7 @@ def ref_locate(knots, Y, E, ratio=None):
         t = knots[keep]
         s, loo, _, _ = ref_scores(t, Y[keep], lam)
         if ratio is not None:
-            gaps = np.diff(t)
-            near = np.minimum(np.r_[np.inf, gaps], np.r_[gaps, np.inf])
-            s = np.where(near <= 2.5 * np.median(gaps), s, 0.0)
+            s = np.where(near_enough(t), s, 0.0)
         i = int(np.argmax(s))
         stat = 0.0 if s.max() <= 0 else (s.max() / np.median(loo) if np.median(loo) > 0 else np.inf)
         r = None if ratio is None else (ratio(len(keep)) if callable(ratio) else ratio)
@@ -81,7 +79,43 @@ def ref_locate(knots, Y, E, ratio=None):
         if r is not None and not stat > r:
             break
         erased.append(keep.pop(i))
+    if ratio is not None and erased and len(erased) == min(E, n - 3):
+        erased = ref_swap(knots, Y, erased, ratio, lam, near_enough)
     return erased, report
+
+
+def near_enough(t):
+    """The erasable answers, written out: a neighbour within 2.5 median gaps."""
+    gaps = np.diff(t)
+    near = np.minimum(np.r_[np.inf, gaps], np.r_[gaps, np.inf])
+    return near <= 2.5 * np.median(gaps)
+
+
+def ref_swap(knots, Y, erased, ratio, lam, erasable_at):
+    """spline_locate's swap step on the dense references: while the answers
+    kept fail the test, give back the erased answer whose return (for the
+    top-scored one kept) leaves the smallest statistic, if that rest passes."""
+    n = knots.shape[0]
+
+    def rest_stat(out):
+        keep = [k for k in range(n) if k not in out]
+        s, loo, _, _ = ref_scores(knots[keep], Y[keep], lam)
+        s = np.where(erasable_at(knots[keep]), s, 0.0)
+        med = np.median(loo)
+        return (0.0 if s.max() <= 0 else (s.max() / med if med > 0 else np.inf)), keep[int(np.argmax(s))]
+
+    for _ in range(len(erased)):
+        stat, k = rest_stat(erased)
+        r = ratio(n - len(erased)) if callable(ratio) else ratio
+        if not stat > r:
+            break
+        options = [[x for x in erased if x != e] + [k] for e in erased]
+        stats = [rest_stat(o)[0] for o in options]
+        best = int(np.argmin(stats))
+        if not (stats[best] < stat and stats[best] <= r):
+            break
+        erased = options[best]
+    return erased
 
 
 def random_knots(rng, n):

@@ -403,6 +403,11 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     too with its top answer in that pair or by a larger factor (then the
     single step acts).
 
+    A tested locate that spends its budget ends with the swap step
+    (``_swap_refine``): while the answers kept still fail the test, an
+    erased answer is given back for the top-scored one kept where that
+    leaves a rest that passes.
+
     ``report`` (a dict): filled with the first step's ``top`` (position of
     the top-scored answer), ``statistic`` and ``threshold`` (None untested)
     and, where the first step tested pairs, ``pair_top`` (the positions of
@@ -467,9 +472,42 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
             break
         erased.append(int(keep[i]))
         keep = np.concatenate((keep[:i], keep[i + 1:]))
+    if tested and erased and len(erased) == steps:
+        erased = _swap_refine(splines, t, Y, rows, first_sums, erased, ratio, n)
     if decode is not None and not erased and report is not None:
         report["decoded"] = decoded
     return np.array(erased, dtype=np.int64)
+
+
+def _swap_refine(splines, t, Y, rows, first_sums, erased, ratio, n):
+    """The erased positions after the swap step: where the budget is spent
+    and the answers kept still fail the test (round_statistic above the
+    threshold for their number), the top-scored answer kept replaces the
+    erased one whose return leaves the smallest statistic, if that rest
+    then passes; at most len(erased) swaps, each rescored from the first
+    pass (locator_rescored). Greedy steps erase an honest answer first
+    where it scores highest, as the one between two wrong ones does (wrong,
+    honest, wrong: its residual carries both of theirs), and the budget
+    runs out with a wrong answer kept; the swap gives it back
+    (bench/results/pair_stage.md)."""
+    for _ in range(len(erased)):
+        s, loo = locator_rescored(splines, t, Y, rows, first_sums, erased, tested=True)[:2]
+        rest = round_statistic(s, loo)
+        r = ratio(n - len(erased)) if callable(ratio) else ratio
+        if not rest > r:
+            break
+        k = int(np.delete(np.arange(n), erased)[int(s.argmax())])
+        best, pick = rest, None
+        for e in erased:
+            cand = [x for x in erased if x != e] + [k]
+            s2, loo2 = locator_rescored(splines, t, Y, rows, first_sums, cand, tested=True)[:2]
+            st = round_statistic(s2, loo2)
+            if st < best:
+                best, pick = st, cand
+        if pick is None or not best <= r:
+            break
+        erased = pick
+    return erased
 
 
 def _pair_to_erase(splines, t, Y, rows, first_sums, erased, keep, j):
