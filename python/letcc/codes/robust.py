@@ -106,7 +106,7 @@ smallest statistic, if that rest passes (``_swap_refine``, each candidate
 rescored without a pass). It never runs on a round the test passes before
 the budget is spent. On the smooth f at E = 2 it cut the MSE under attack
 by 2-16% and the rounds with an honest answer erased by a fifth to a
-third; one apart is still the costliest pattern (bench/results/pair_stage.md).
+half; one apart is still the costliest pattern (bench/results/pair_stage.md).
 
 Each step may first test the round (``ratio``): the top-scored answer is
 erased only while round_statistic (the top score over the median loo score)
