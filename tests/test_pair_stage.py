@@ -66,6 +66,7 @@ def ref_locate(knots, Y, E, ratio, pair_ratio):
     erased = []
     steps = min(E, n - 3)
     lam = lam_scale(knots, np.ones(n))
+    suspect = False
     while len(erased) < steps:
         t = knots[keep]
         s, loo, _, _ = ref_scores(t, Y[keep], lam)
@@ -91,13 +92,19 @@ def ref_locate(knots, Y, E, ratio, pair_ratio):
                     s_r = np.where(erasable(knots[rest]), s_r, 0.0)
                     rests.append(s_r.max() / np.median(loo_r))
                 a, b = options[int(np.argmin(rests))]
+                if len(erased) + 2 == steps:
+                    others = np.delete(s, [a, b])
+                    suspect = others.max() > 0 and others.max() / med > r
                 erased += [keep[a], keep[b]]
                 keep = [k for i_, k in enumerate(keep) if i_ not in (a, b)]
                 continue
         if not stat > r:
             break
+        if len(erased) + 1 == steps:
+            others = np.delete(s, int(np.argmax(s)))
+            suspect = others.max() > 0 and others.max() / med > r
         erased.append(keep.pop(int(np.argmax(s))))
-    if erased and len(erased) == steps:
+    if erased and len(erased) == steps and suspect:
         erased = ref_swap(knots, Y, erased, ratio, lam, erasable)
     return erased
 
@@ -392,8 +399,8 @@ def test_the_swap_step_gives_back_an_honest_answer_erased_before_a_wrong_one(mon
 def test_the_swap_step_leaves_honest_rounds_alone(monkeypatch):
     """Honest rounds of a smooth f under the calibrated test: the swap step
     runs only where a round spends the whole budget (a false alarm of the
-    pair test here, 1 round in 100), and a round with nothing erased is the
-    plain decode."""
+    pair test here, 1 round in 100) with another answer above the threshold,
+    and a round with nothing erased is the plain decode."""
     from letcc.codes import robust
     from test_clean_round import smooth_rounds
 
@@ -416,4 +423,4 @@ def test_the_swap_step_leaves_honest_rounds_alone(monkeypatch):
         spent += flagged.size == 2
         if flagged.size == 0:
             np.testing.assert_array_equal(est, plain.decode(Y[F, r], F))
-    assert len(calls) == spent <= 2
+    assert len(calls) <= spent <= 2

@@ -66,6 +66,7 @@ def ref_locate(knots, Y, E, ratio=None):
     keep = list(range(n))
     erased, report = [], {}
     lam = lam_scale(knots, np.ones(n))
+    suspect = False
     for _ in range(min(E, n - 3)):
         t = knots[keep]
         s, loo, _, _ = ref_scores(t, Y[keep], lam)
@@ -78,8 +79,11 @@ def ref_locate(knots, Y, E, ratio=None):
             report = {"top": keep[i], "statistic": stat, "threshold": r}
         if r is not None and not stat > r:
             break
+        if r is not None and len(erased) + 1 == min(E, n - 3):     # the last erasure: another one above r?
+            others = np.delete(s, i)
+            suspect = others.max() > 0 and others.max() / np.median(loo) > r
         erased.append(keep.pop(i))
-    if ratio is not None and erased and len(erased) == min(E, n - 3):
+    if ratio is not None and erased and len(erased) == min(E, n - 3) and suspect:
         erased = ref_swap(knots, Y, erased, ratio, lam, near_enough)
     return erased, report
 
