@@ -498,6 +498,14 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     return np.array(erased, dtype=np.int64)
 
 
+def _rest_statistic(splines, t, Y, rows, first_sums, erased):
+    """(round_statistic, tested scores s) of the answers kept after erasing
+    the positions `erased`, rescored from the first pass (locator_rescored):
+    how the pair choice and the swap step compare candidate erasures."""
+    s, loo = locator_rescored(splines, t, Y, rows, first_sums, erased, tested=True)[:2]
+    return round_statistic(s, loo), s
+
+
 def _swap_refine(splines, t, Y, rows, first_sums, erased, ratio, n):
     """The erased positions after the swap step: where the budget is spent
     (spline_locate runs it where the last step left another answer above
@@ -511,8 +519,7 @@ def _swap_refine(splines, t, Y, rows, first_sums, erased, ratio, n):
     runs out with a wrong answer kept; the swap gives it back
     (bench/results/pair_stage.md)."""
     for _ in range(len(erased)):
-        s, loo = locator_rescored(splines, t, Y, rows, first_sums, erased, tested=True)[:2]
-        rest = round_statistic(s, loo)
+        rest, s = _rest_statistic(splines, t, Y, rows, first_sums, erased)
         r = ratio(n - len(erased)) if callable(ratio) else ratio
         if not rest > r:
             break
@@ -520,8 +527,7 @@ def _swap_refine(splines, t, Y, rows, first_sums, erased, ratio, n):
         best, pick = rest, None
         for e in erased:
             cand = [x for x in erased if x != e] + [k]
-            s2, loo2 = locator_rescored(splines, t, Y, rows, first_sums, cand, tested=True)[:2]
-            st = round_statistic(s2, loo2)
+            st = _rest_statistic(splines, t, Y, rows, first_sums, cand)[0]
             if st < best:
                 best, pick = st, cand
         if pick is None or not best <= r:
@@ -550,9 +556,7 @@ def _pair_to_erase(splines, t, Y, rows, first_sums, erased, keep, j):
         return options[0]
     best, pick = np.inf, options[0]
     for a, b in options:
-        s, loo = locator_rescored(splines, t, Y, rows, first_sums, erased + [int(keep[a]), int(keep[b])],
-                                  tested=True)[:2]
-        rest = round_statistic(s, loo)
+        rest = _rest_statistic(splines, t, Y, rows, first_sums, erased + [int(keep[a]), int(keep[b])])[0]
         if rest < best:
             best, pick = rest, (a, b)
     return pick
