@@ -44,6 +44,8 @@ using bind::dispatch_float;
 void register_control(py::module_& mod);
 // output_space.cpp: the compiled passes of LeTCC's log output space.
 void register_output_space(py::module_& mod);
+// bindings_copy.cpp: the serving master's small copies, with the GIL held.
+void register_copy(py::module_& mod);
 
 namespace {
 
@@ -582,6 +584,7 @@ PYBIND11_MODULE(_core, mod) {
             py::arg("pair_inv") = py::none());
     register_control(mod);
     register_output_space(mod);
+    register_copy(mod);
     mod.def("set_num_threads", [](int k) { ThreadPool::instance().set_num_threads(k); }, py::arg("k"));
     mod.def("get_num_threads", []() { return ThreadPool::instance().num_threads(); });
     mod.def(

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from letcc.runtime.worker_pool import death_text
-from letcc.serving.flights import Copy, TaskFlight
+from letcc.serving.flights import Copy, TaskFlight, copy_inputs
 from letcc.serving.hedged import Hedged, LatencyWindow
 
 __all__ = ["Balancer"]
@@ -111,8 +111,7 @@ class Balancer:
         ring = ctx.ring.take()
         try:
             buf, unknown = backend.input_view(b, shape, dtype, ring)
-            for i, req in enumerate(fl.requests):
-                buf[j, i] = req.x
+            copy_inputs(buf[j], fl.requests)
             backend.set_input_slots(None)
             if unknown:                     # the probe: whoever answers first
                 ctx.pool.probe(b, backend.ready_workers())

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Request", "RequestInfo", "CodedFlight", "TaskFlight", "pad_groups"]
+from letcc import _core
+
+__all__ = ["Request", "RequestInfo", "CodedFlight", "TaskFlight", "copy_inputs", "input_copy", "pad_groups"]
 
 
 @dataclass(eq=False)
@@ -70,17 +72,34 @@ class RequestInfo:
     nodes: tuple | None = None
 
 
+def input_copy(x: np.ndarray, dtype) -> np.ndarray:
+    """A request's own copy of its input x, in dtype. An input already of that
+    dtype and C-contiguous is copied with the GIL held (letcc._core.copy_rows:
+    numpy releases it around a copy of more than 500 elements, and each
+    release lets another thread of the server take it, at the price of a
+    context switch or two: bench/results/gil_handoffs.md)."""
+    if x.dtype == dtype and x.flags.c_contiguous:
+        out = np.empty((1,) + x.shape, dtype=dtype)
+        _core.copy_rows(out, (x,))
+        return out[0]
+    return np.array(x, dtype=dtype, copy=True)
+
+
+def copy_inputs(out: np.ndarray, requests) -> None:
+    """out[i] = requests[i].x, and the rows of out after them the last one's
+    (out C-contiguous, of the inputs' layout): one compiled copy with the
+    GIL held (input_copy says why)."""
+    _core.copy_rows(out, [req.x for req in requests])
+
+
 def pad_groups(requests: list, K: int, row_shape: tuple, dtype) -> np.ndarray:
     """The (K, B, *row_shape) inputs of a round: request i at (i % K, i // K),
-    the empty positions of the last group padded with its last real input."""
+    the empty positions of the last group padded with its last real input
+    (copy_inputs)."""
     n = len(requests)
     B = -(-n // K)
     X = np.empty((B, K) + tuple(row_shape), dtype=dtype)
-    flat = X.reshape((B * K,) + tuple(row_shape))
-    for i, req in enumerate(requests):
-        flat[i] = req.x
-    if n < B * K:
-        flat[n:] = flat[n - 1]
+    copy_inputs(X.reshape((B * K,) + tuple(row_shape)), requests)
     return X.swapaxes(0, 1)
 
 

@@ -52,7 +52,7 @@ from letcc._checks import as_int, as_real
 from letcc.codes import Replication, Uncoded, check_code
 from letcc.runtime._devices import resolve_devices
 from letcc.runtime.quarantine import as_quarantine
-from letcc.serving.flights import Request
+from letcc.serving.flights import Request, input_copy
 from letcc.serving.hedged import Hedged
 from letcc.serving.inbox import QueueFull
 from letcc.serving.stats import ServerStats
@@ -227,7 +227,7 @@ class CodedServer:
         if xa.shape != shape:
             raise ValueError(f"input of shape {xa.shape}: this server serves inputs of shape {shape} "
                              "(one input, no leading batch axis; the first request fixed the shape)")
-        return np.array(xa, dtype=dtype, copy=True)
+        return input_copy(xa, dtype)
 
     def map(self, xs, deadline=None, timeout=None) -> list:
         """The estimates of many inputs, in order (each submitted as a request)."""

@@ -46,6 +46,7 @@ import numpy as np
 
 from letcc._checks import as_real
 from letcc.serving.coded_rounds import CodedRounds
+from letcc.serving.flights import copy_inputs
 from letcc.serving.hedged import LatencyWindow
 
 __all__ = ["SystematicRounds", "AfterRule"]
@@ -240,10 +241,9 @@ class SystematicRounds(CodedRounds):
         shape, dtype = ctx.inbox.layout
         buf = backend.input_view(B, shape, dtype, slot)[0]
         pairs = list(zip(idle, late))
+        reqs = fl.requests
         for j, k in pairs:
-            for b in range(B):
-                i = b * K + k
-                buf[j, b] = fl.requests[i].x if i < len(fl.requests) else fl.requests[-1].x
+            copy_inputs(buf[j], [reqs[i if i < len(reqs) else -1] for i in range(k, B * K, K)])
         backend.set_input_slots(None)
         r = self.engine.next_id()
         workers = [j for j, _ in pairs]
