@@ -15,7 +15,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -210,7 +209,8 @@ std::vector<double> pair_inv_vector(const py::object& pairobj, std::size_t n, co
 
 // The rows of y (rows_in_y of them) that `rows` names in knot order, one per
 // knot (None: every row of y, in order); ValueError/TypeError naming what is wrong.
-std::vector<std::size_t> knot_rows(const py::object& rowsobj, std::size_t n, std::size_t rows_in_y) {
+std::vector<std::size_t> knot_rows(const py::object& rowsobj, std::size_t n, std::size_t rows_in_y,
+                                   const char* per = "knot") {
     std::vector<std::size_t> idx(n);
     if (rowsobj.is_none()) {
         if (rows_in_y != n)
@@ -223,7 +223,8 @@ std::vector<std::size_t> knot_rows(const py::object& rowsobj, std::size_t n, std
             throw py::type_error("rows must be an integer array, got " +
                                  (r ? std::string(py::str(r.dtype())) : std::string(py::str(py::type::of(rowsobj).attr("__name__")))));
         if (r.ndim() != 1 || static_cast<std::size_t>(r.shape(0)) != n)
-            throw py::value_error("rows must be 1-D with one entry per knot (" + std::to_string(n) + "), got shape " +
+            throw py::value_error("rows must be 1-D with one entry per " + std::string(per) + " (" + std::to_string(n) +
+                                  "), got shape " +
                                   shape_text(std::vector<py::ssize_t>(r.shape(), r.shape() + r.ndim())));
         const auto r64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(r);
         for (std::size_t i = 0; i < n; ++i) {
@@ -251,6 +252,28 @@ void on_rows(FloatKind kind, const py::array& y, const std::vector<std::size_t>&
         py::gil_scoped_release release;
         f(rows);
     });
+}
+
+// DenseOperator.apply_rows: A @ y[rows] without gathering the rows (the
+// robust decoders' answers kept after erasures): y a C-contiguous
+// float32/float64 ndarray (r, ...), rows n indices into its first axis.
+// None where y is not such an array (the Python side gathers the rows then).
+py::object apply_rows(const driver::DenseMap& map, const py::object& yobj, const py::object& rowsobj, int threads) {
+    if (!py::isinstance<py::array>(yobj)) return py::none();
+    const py::array y = py::reinterpret_borrow<py::array>(yobj);
+    const FloatKind kind = bind::float_kind(y);
+    if (kind == FloatKind::none || y.ndim() < 1) return py::none();
+    const std::vector<std::size_t> idx = knot_rows(rowsobj, static_cast<std::size_t>(map.n()),
+                                                   static_cast<std::size_t>(y.shape(0)), "column of the operator");
+    const std::size_t m = columns_of(y);
+    py::array out = dispatch_float(kind, [&](auto tag) -> py::array {
+        return py::array_t<decltype(tag)>(bind::shape_with_rows(y, map.q()));
+    });
+    on_rows(kind, y, idx, m, [&](auto rows) {
+        using T = std::remove_const_t<std::remove_pointer_t<std::remove_const_t<std::remove_pointer_t<decltype(rows)>>>>;
+        map.template run_rows<T>(rows, static_cast<T*>(out.mutable_data()), m, threads);
+    });
+    return std::move(out);
 }
 
 // The spline locator's scores (s, loo) of n answers (letcc.codes.robust): the
@@ -389,39 +412,6 @@ py::object locator_rescore(const py::object& hatobj, const py::object& firstobj,
     return py::make_tuple(s, loo);
 }
 
-// Whether the m entries at p are all finite: the exponent bits of each
-// (all ones: inf or NaN) OR-ed together, integer work the compiler vectorises
-// without -ffast-math.
-template <class T>
-bool entries_finite(const T* p, std::size_t m) {
-    using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
-    constexpr U exp_mask = sizeof(T) == 8 ? U(0x7ff0000000000000ULL) : U(0x7f800000U);
-    U bad = 0;
-    for (std::size_t i = 0; i < m; ++i) {
-        U b;
-        std::memcpy(&b, p + i, sizeof b);
-        bad |= static_cast<U>((b & exp_mask) == exp_mask);
-    }
-    return bad == 0;
-}
-
-// Whether the rows `rows` of y (2-D, C-contiguous float32/float64) hold only
-// finite numbers: one read of those rows, no copy and no warning (the robust
-// decode's rows left out: 0 * NaN is NaN, so only finite ones may be spread
-// over with zero columns).
-bool rows_finite(const py::object& yobj, const py::object& rowsobj) {
-    const py::array y = answers_array(yobj);
-    const FloatKind kind = bind::checked_float_array(y, "y", y.shape(0));
-    const std::size_t m = static_cast<std::size_t>(y.shape(1));
-    const std::size_t n = static_cast<std::size_t>(py::len(rowsobj));
-    const std::vector<std::size_t> idx = knot_rows(rowsobj, n, static_cast<std::size_t>(y.shape(0)));
-    bool ok = true;
-    on_rows(kind, y, idx, m, [&](auto rows) {
-        for (std::size_t i = 0; i < idx.size() && ok; ++i) ok = entries_finite(rows[i], m);
-    });
-    return ok;
-}
-
 // A bool mask of n entries or None (a test's not-erasable answers or pairs).
 std::vector<bool> mask_vector(const py::object& obj, std::size_t n, const char* name) {
     if (obj.is_none()) return {};
@@ -524,6 +514,7 @@ PYBIND11_MODULE(_core, mod) {
         .def_property_readonly("n", &DenseMap::n)
         .def_property_readonly("q", &DenseMap::q)
         .def("apply", &apply_map<DenseMap>, py::arg("y"), py::arg("out") = py::none(), py::arg("threads") = 0)
+        .def("apply_rows", &apply_rows, py::arg("y"), py::arg("rows"), py::arg("threads") = 0)
         .def("apply_log", &apply_log_space<DenseMap>, py::arg("y"), py::arg("check_sums"), py::arg("tol"),
              py::arg("floor"), py::arg("order") = py::none())  // LeTCC's log space in one call (output_space_apply.hpp)
         .def("matrix", [](const DenseMap& d) { return rows_array(d.matrix(), d.q(), d.n()); });
@@ -576,7 +567,6 @@ PYBIND11_MODULE(_core, mod) {
             py::arg("sums") = false, py::arg("decode") = py::none());
     mod.def("locator_rescore", &locator_rescore, py::arg("hat"), py::arg("first"), py::arg("y"), py::arg("rows"),
             py::arg("erased"), py::arg("pairs") = false, py::arg("threads") = 0);
-    mod.def("rows_finite", &rows_finite, py::arg("y"), py::arg("rows"));
     mod.def("locator_summary", &locator_summary, py::arg("s"), py::arg("loo"), py::arg("pair") = py::none(),
             py::arg("not_erasable") = py::none(), py::arg("pair_not_erasable") = py::none());
     mod.def("pair_inverses", &pair_inverses_py, py::arg("one_minus_diag"), py::arg("upper"), py::arg("lower"));

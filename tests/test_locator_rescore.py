@@ -2,7 +2,7 @@
 pass (letcc._core.locator_rescore, csrc/locator_rescore.hpp; robust.locator_rescored),
 against refitting the detection spline (the first step's lam) to the answers
 kept with dense float64 linear algebra; and the decode of the rows kept
-without copying them (DenseOperator._spread)."""
+without copying them (DenseOperator._apply_rows)."""
 import numpy as np
 import pytest
 
@@ -197,29 +197,56 @@ def test_bad_arguments_name_the_value(rng):
 
 # ------------------------------------------------------------------ the decode of the rows kept
 
-def test_spread_operator_is_the_operator_on_the_rows_kept(rng):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_apply_rows_is_the_operator_on_the_rows_gathered(kernel_isa, dtype, rng):
+    """DenseOperator._apply_rows: op(y[rows]) bit for bit, for rows in any
+    order with repeats, widths with and without leftover columns, trailing
+    axes kept, 1 and 2 threads (a width over the parallel threshold); the
+    rows of y not listed may hold anything (NaN, inf: they are not read)."""
     A = rng.standard_normal((5, 7))
     op = DenseOperator(A)
-    cols = np.array([9, 0, 3, 4, 8, 1, 6])
-    for m in (296, 300):                  # whole vectors of columns, and a tail the kernel does alone
-        Y = rng.standard_normal((10, m))
-        for dtype, tol in ((np.float64, 1e-14), (np.float32, 1e-6)):
-            Yd = Y.astype(dtype)
-            want = A @ Y[cols].astype(np.float64)
-            got = op._spread(cols, 10)(Yd)
-            assert got.dtype == dtype
-            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
-            np.testing.assert_allclose(got, op(np.ascontiguousarray(Yd[cols])), rtol=tol,
-                                       atol=tol * np.abs(want).max())
-    assert op._spread(cols, 10).matrix()[:, [2, 5, 7]].tolist() == [[0.0] * 3] * 5
+    cols = np.array([9, 0, 3, 4, 8, 1, 3])
+    for shape in ((10, 1), (10, 296), (10, 300), (10, 37, 3), (10, 40000)):
+        Y = rng.standard_normal(shape).astype(dtype)
+        Y[[2, 5, 7]] = np.nan
+        Y[5, 0] = np.inf
+        for threads in (0, 1, 2):
+            if threads:
+                got = op._op.apply_rows(Y, cols, threads)
+                want = op._op.apply(np.ascontiguousarray(Y[cols]), None, threads)
+            else:
+                got = op._apply_rows(Y, cols)
+                want = op(np.ascontiguousarray(Y[cols]))
+            assert got.dtype == dtype and got.shape == (5,) + shape[1:]
+            np.testing.assert_array_equal(got, want)
+            ref = A @ Y[cols].reshape(7, -1).astype(np.float64)      # dense float64 reference
+            tol = 1e-13 if dtype == np.float64 else 1e-5
+            np.testing.assert_allclose(got.reshape(5, -1), ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+def test_apply_rows_errors_and_the_arrays_it_hands_back(rng):
+    op = DenseOperator(rng.standard_normal((3, 4)))
+    Y = rng.standard_normal((6, 8))
+    with pytest.raises(ValueError, match=r"rows must be 1-D with one entry per column of the operator \(4\), "
+                                         r"got shape \(3,\)"):
+        op._apply_rows(Y, np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match=r"rows\[2\] = 6 is out of range for y with 6 rows"):
+        op._apply_rows(Y, np.array([0, 1, 6, 2]))
+    with pytest.raises(ValueError, match=r"rows\[0\] = -1 is out of range"):
+        op._apply_rows(Y, np.array([-1, 1, 3, 2]))
+    with pytest.raises(TypeError, match="rows must be an integer array, got float64"):
+        op._apply_rows(Y, np.array([0.0, 1, 3, 2]))
+    # not a C-contiguous float array: None, for the caller to gather the rows
+    assert op._apply_rows(np.asfortranarray(Y), np.arange(4)) is None
+    assert op._apply_rows(Y.astype(np.int64), np.arange(4)) is None
+    assert op._apply_rows(Y.tolist(), np.arange(4)) is None
+    assert op._apply_rows(Y[::2], np.arange(3).repeat(2)[:4]) is None
 
 
 @pytest.mark.parametrize("space", ["linear", "log"])
 def test_robust_decode_of_wide_rows_is_the_plain_decode_of_the_rows_kept(space, rng):
-    """Rows of 5000 items (over SPREAD_MIN_ROW_ITEMS): the rows kept are decoded
-    in place with zero columns for the erased ones: the plain decode of the
-    rows kept (to rounding: the dense kernel may add a tail's terms in
-    another order)."""
+    """The rows kept are decoded where they lie (DenseOperator._apply_rows):
+    the plain decode of the rows kept, copied out."""
     K, N = 8, 24
     F = np.sort(rng.choice(N, 22, replace=False))
     code = LeTCC(K, N)
@@ -243,48 +270,28 @@ def test_robust_decode_of_wide_rows_is_the_plain_decode_of_the_rows_kept(space, 
     assert plain.last_output_space == space
 
 
-def test_rows_left_out_that_are_not_finite_are_copied_around(rng):
-    """0 * NaN is NaN: a row left out holding NaN or inf sends the decode of
-    the rows kept through a copy of them, not zero columns."""
+@pytest.mark.parametrize("width", [1, 40, 5000])
+def test_decode_of_the_rows_kept_reads_only_those(monkeypatch, width, rng):
+    """_decode_rows(rows=): the rows left out are never read (NaN and inf in
+    them change nothing), no row is copied, and the estimates are those of
+    the rows kept copied out in worker order, bit for bit, at every width."""
+    import letcc.codes._base as base
+
     code = LeTCC(8, 24)
-    avail = np.arange(2, 24)
-    Y = rng.standard_normal((22, 5000))
-    kept = np.r_[0:7, 8:22]
-    want = code._decode_rows(avail[kept], np.ascontiguousarray(Y[kept]), code._plan)
-    for bad in (np.nan, np.inf, -np.inf, (np.inf, -np.inf)):
-        Yb = Y.copy()
-        Yb[7, [11, 12] if isinstance(bad, tuple) else 11] = bad   # inf and -inf: a NaN sum
-        got = code._decode_rows(avail[kept], Yb, code._plan, rows=kept)
-        np.testing.assert_array_equal(got, want)                 # the copy: the same call as want's
-    Yb = Y.copy()
-    Yb[7, :2] = 1e308               # finite, but its sum overflows: copied around too (still right)
-    np.testing.assert_array_equal(code._decode_rows(avail[kept], Yb, code._plan, rows=kept), want)
-    spread = code._decode_rows(avail[kept], Y, code._plan, rows=kept)
-    np.testing.assert_allclose(spread, want, rtol=1e-13, atol=1e-13 * np.abs(want).max())
-
-
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_rows_finite_against_numpy_every_position(dtype, rng):
-    """_core.rows_finite (the exponent bits of every entry) against np.isfinite:
-    a bad entry at every position of a row (the vector body and its tail), the
-    largest finite and subnormal numbers, and the rows not asked about."""
-    m = 37
-    Y = rng.standard_normal((6, m)).astype(dtype)
-    Y[0, 3] = np.finfo(dtype).max
-    Y[1, 5] = np.finfo(dtype).smallest_subnormal
-    assert _core.rows_finite(Y, np.arange(6))
-    for bad in (np.nan, np.inf, -np.inf):
-        for j in range(m):
-            Yb = Y.copy()
-            Yb[4, j] = bad
-            for rows in ([4], [0, 4], [0, 1, 2], np.array([5, 3], dtype=np.int32)):
-                assert _core.rows_finite(Yb, rows) == bool(np.isfinite(Yb[rows]).all())
-    with pytest.raises(ValueError, match=r"rows\[1\] = 6 is out of range for y with 6 rows"):
-        _core.rows_finite(Y, [0, 6])
-    with pytest.raises(TypeError, match="y must be float32 or float64, got int64"):
-        _core.rows_finite(np.zeros((3, 4), dtype=np.int64), [0])
-    with pytest.raises(ValueError, match="y must be 2-D"):
-        _core.rows_finite(np.zeros(3), [0])
+    avail = np.array([3, 0, 5, 9, 2, 11, 14, 12, 20, 17, 23, 6, 7, 1, 4, 8, 10, 13, 15, 16, 18, 19])
+    Y = rng.standard_normal((24, width))
+    kept = np.array([0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 15, 16, 17, 18, 19, 20, 21, 22, 23])
+    Y[[7, 14]] = np.nan
+    Y[14, 0] = np.inf
+    asc = avail.argsort()          # the decode sums the answers in worker order
+    want = code._decode_rows(avail[asc], np.ascontiguousarray(Y[kept[asc]]), code._plan)
+    calls = []
+    real = base.take_rows
+    monkeypatch.setattr(base, "take_rows", lambda *args: calls.append(1) or real(*args))
+    got = code._decode_rows(avail, Y, code._plan, rows=kept)
+    assert not calls
+    np.testing.assert_array_equal(got, want)
+    assert np.isfinite(got).all()
 
 
 # ------------------------------------------------------------ a clean round's decode made in the locator's pass

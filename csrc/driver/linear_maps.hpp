@@ -91,6 +91,21 @@ public:
         });
     }
 
+    // The same with row i of the input at rows[i] (rows of any array, any
+    // order, repeats allowed): the map on a subset of an array's rows without
+    // copying them, the numbers run<T> gives on those rows gathered.
+    template <class T>
+    void run_rows(const T* const* rows, T* out, std::size_t m, int threads) const {
+        const std::size_t tw = std::min<std::size_t>(kernels::kDenseTile, m);
+        const std::size_t work = m * static_cast<std::size_t>(n_ + q_);
+        if (work < kDenseParallelMinElems) threads = 1;
+        const T* a = coeffs(static_cast<const T*>(nullptr));
+        for_each_tile(m, tw, work, threads, [&](std::size_t c0, std::size_t w) {
+            T* pack = tls_scratch<T>(static_cast<std::size_t>(n_) * kernels::kDenseTile);
+            dense_tile_rows(a, q_, n_, rows, out, m, c0, w, pack);
+        });
+    }
+
 private:
     const double* coeffs(const double*) const { return a64_.data(); }
     const float* coeffs(const float*) const { return a32_.data(); }

@@ -70,7 +70,6 @@ from typing import Any
 
 import numpy as np
 
-from letcc import _core
 from letcc._typing import Array, Indices
 
 from letcc._checks import as_int
@@ -83,12 +82,6 @@ from letcc.splines import DenseOperator
 # a dense decoder's columns instead of copying the rows (bench/decode_overhead.py:
 # at 10000 items a row the copy was about a third of a cached decode).
 PERMUTE_MIN_ROW_ITEMS = 256
-# The same for decoding some rows of Y and leaving the rest out (the robust
-# decoders' erasures), where the alternative to copying the rows kept is a new
-# operator with zero columns for the others (a few us more to build): LeTCC(8,
-# 24), 20 of 22 rows kept, interleaved: at 1000 items a row the copy was 5 us
-# faster (19 vs 24 us), at 10000 the zero columns 11 us (128 vs 139 us).
-SPREAD_MIN_ROW_ITEMS = 4096
 
 
 # The members a runtime or server reads (the interface above); check_code names the missing one.
@@ -234,22 +227,21 @@ class Code(ABC):
         Otherwise Y's rows are copied into that order, unless the decoder is a
         DenseOperator and Y a numpy array with wide rows: then the decoder's
         columns are put into Y's order instead, which copies a (K, F) matrix
-        rather than F rows of Y. Rows left out: the rows kept are copied,
-        unless the decoder is a DenseOperator and the rows left out are
-        finite numpy rows of SPREAD_MIN_ROW_ITEMS or more: then it is spread
-        over all of Y's rows with zero columns for those (DenseOperator._spread:
-        the same estimates to rounding, no copy of the rows kept; the robust
-        decoders' erasures)."""
+        rather than F rows of Y. Rows left out (the robust decoders'
+        erasures): the decoder is applied to the rows kept where they lie
+        when it is a DenseOperator and Y a C-contiguous float numpy array
+        (DenseOperator._apply_rows: the numbers of the decode of those rows
+        gathered, bit for bit); otherwise they are copied first."""
         order = avail.argsort(kind="stable")
         srt = avail[order]
         if rows is not None:
             rows = np.asarray(rows, dtype=np.int64)
-            if permutable and type(Y) is np.ndarray and Y.size >= SPREAD_MIN_ROW_ITEMS * Y.shape[0]:
+            if permutable and type(Y) is np.ndarray:
                 op = plan(srt, None)
-                left = np.ones(Y.shape[0], dtype=bool)
-                left[rows] = False
-                if isinstance(op, DenseOperator) and _rows_finite(Y, np.flatnonzero(left)):
-                    return op._spread(rows[order], Y.shape[0])(Y)
+                if isinstance(op, DenseOperator):
+                    est = op._apply_rows(Y, rows[order])
+                    if est is not None:
+                        return est
             Y = take_rows(Y, rows)
         # already ascending? (comparing the bytes: about 0.1 us, where the
         # elementwise != and .any() took 1-1.7 us of a 7-10 us decode)
@@ -275,15 +267,6 @@ class Code(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(K={self.K}, N={self.N})"
-
-
-def _rows_finite(Y: np.ndarray, rows: np.ndarray) -> bool:
-    """Whether the rows `rows` of the numpy array Y are all finite: one
-    compiled read of them for a C-contiguous float32/float64 Y (no copy,
-    no warning), else numpy's."""
-    if Y.dtype in (np.float32, np.float64) and Y.flags.c_contiguous:
-        return _core.rows_finite(Y.reshape(Y.shape[0], -1), rows)
-    return bool(np.isfinite(Y[rows]).all())
 
 
 def any_answer_rule(code, at_least: int = 1) -> WaitingRule:

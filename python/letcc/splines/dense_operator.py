@@ -59,17 +59,13 @@ class DenseOperator(LinearMap):
         op._setup(np.ascontiguousarray(self._a[:, perm]))
         return op
 
-    def _spread(self, columns: np.ndarray, width: int) -> "DenseOperator":
-        """The operator on `width` inputs whose column columns[i] is this
-        one's column i and whose other columns are 0: this map applied to
-        the inputs `columns` of a longer array, the others left out (0 * y
-        adds an exact 0 for finite y: the map on the rows kept, to rounding,
-        as the kernel may add the terms in another order)."""
-        a = np.zeros((self.q, width))
-        a[:, columns] = self._a
-        op = type(self).__new__(type(self))
-        op._setup(a)
-        return op
+    def _apply_rows(self, y: np.ndarray, rows: np.ndarray):
+        """This map on the rows `rows` of y (any order, repeats allowed; one
+        per column of the operator) without gathering them: the numbers
+        ``self(y[rows])`` gives, bit for bit. None where y is not a
+        C-contiguous float32/float64 numpy array (the caller gathers the rows
+        then); ValueError/TypeError for rows of the wrong length, type or range."""
+        return self._op.apply_rows(y, rows)
 
     def matrix(self) -> np.ndarray:
         """The (q, n) float64 matrix (a copy)."""
