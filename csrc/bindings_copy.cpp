@@ -8,10 +8,12 @@
 // the process wait for the GIL (a server's callers submitting while its
 // dispatcher pads a round), each release hands it over, and taking it back
 // waits for the other thread to block or for the interpreter's switch
-// interval: a context switch or two per input. Measured (bench/serving_overhead,
-// LeTCC(8, 16), 4 callers, full rounds of 4 groups): 32.5-32.8 us of master
-// CPU a request with numpy's copies, 22.1-22.3 us with these
-// (bench/results/gil_handoffs.md). From kCopyReleaseMinBytes the copy is long
+// interval: a context switch or two per input. Measured (bench/gil_handoffs.py,
+// CodedServer with LeTCC(8, 16), 4 callers, full rounds of 4 groups,
+// interleaved turns on one build): 48.7 us of master CPU a request with
+// numpy's copies, 32.9 us with these (bench/results/gil_handoffs.md). One copy
+// beside a busy thread: 3.35 us of CPU and 170 us of wall with numpy's, 1.27
+// us and 2.4 us with these. From kCopyReleaseMinBytes the copy is long
 // enough for a release to pay and the GIL is released around it.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
