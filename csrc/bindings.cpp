@@ -45,6 +45,8 @@ void register_control(py::module_& mod);
 void register_output_space(py::module_& mod);
 // bindings_copy.cpp: the serving master's small copies, with the GIL held.
 void register_copy(py::module_& mod);
+// bindings_waiter.cpp: the compiled waiting rule of a round (round_waiter.hpp).
+void register_waiter(py::module_& mod);
 
 namespace {
 
@@ -575,6 +577,7 @@ PYBIND11_MODULE(_core, mod) {
     register_control(mod);
     register_output_space(mod);
     register_copy(mod);
+    register_waiter(mod);
     mod.def("set_num_threads", [](int k) { ThreadPool::instance().set_num_threads(k); }, py::arg("k"));
     mod.def("get_num_threads", []() { return ThreadPool::instance().num_threads(); });
     mod.def(

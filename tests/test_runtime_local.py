@@ -19,7 +19,7 @@ import pytest
 import letcc
 from letcc.runtime.coded_inference import CodedInference
 from letcc.runtime.backend import answer_count, each_answer
-from letcc.runtime.virtual_time import RoundWaiter
+from letcc.runtime.virtual_time import CountedRoundWaiter, RoundWaiter
 from letcc.stragglers import Bernoulli, Empirical, FixedCount, ShiftedExponential
 
 try:        # imported before the first workers start: the fork server then preloads it
@@ -73,11 +73,17 @@ def assert_close(out, ref, dtype):
 
 # ---- the waiting rule alone (no processes) -------------------------------------
 
-def test_waiter_fixed_count_answers_exactly_the_finite_delays():
+@pytest.fixture(params=[RoundWaiter, CountedRoundWaiter], ids=["python", "compiled"])
+def Waiter(request):
+    """Both implementations of the waiting rule (letcc.runtime.virtual_time)."""
+    return request.param
+
+
+def test_waiter_fixed_count_answers_exactly_the_finite_delays(Waiter):
     code = letcc.LeTCC(3, 6)
     delays = np.array([0.0, np.inf, 0.0, 0.0, np.inf, 0.0])
     never = np.isinf(delays)
-    w = RoundWaiter(code, range(6), np.where(never, 0, delays), never, count=4)
+    w = Waiter(code, range(6), np.where(never, 0, delays), never, count=4)
     for j, e in [(4, 0.001), (0, 0.002), (1, 0.003), (2, 0.004)]:   # 4 and 1 never count
         w.result(j, e)
         assert w.decide(e) is None
@@ -88,10 +94,10 @@ def test_waiter_fixed_count_answers_exactly_the_finite_delays():
     assert d.rule == "count" and sorted(d.answered) == [0, 2, 3, 5]
 
 
-def test_waiter_virtual_order_and_when_an_answer_is_confirmed():
+def test_waiter_virtual_order_and_when_an_answer_is_confirmed(Waiter):
     code = letcc.LeTCC(2, 4)
     delays = np.array([5.0, 1.0, 3.0, 9.0])
-    w = RoundWaiter(code, range(4), delays, np.zeros(4, bool), count=2)
+    w = Waiter(code, range(4), delays, np.zeros(4, bool), count=2)
     w.result(3, 0.01)             # virtual 9.01
     w.result(0, 0.02)             # virtual 5.02
     # pending 1 (>= e+1) and 2 (>= e+3) may still come first: undecided
@@ -105,22 +111,22 @@ def test_waiter_virtual_order_and_when_an_answer_is_confirmed():
     assert d.answered == (1, 2) and d.at == pytest.approx(3.04) and d.rule == "count"
 
 
-def test_waiter_deadline_decides_without_waiting_for_late_workers():
+def test_waiter_deadline_decides_without_waiting_for_late_workers(Waiter):
     code = letcc.BACC(2, 4)
     delays = np.array([0.0, 10.0, 0.5, 20.0])
-    w = RoundWaiter(code, range(4), delays, np.zeros(4, bool), deadline=2.0)
+    w = Waiter(code, range(4), delays, np.zeros(4, bool), deadline=2.0)
     w.result(0, 0.01)
     assert w.decide(0.01) is None                  # worker 2 may land at 0.51 <= 2
     assert w.next_change(0.01) == pytest.approx(1.5)   # after that it cannot make it
     d = w.decide(1.6)
     assert d.rule == "deadline" and d.answered == (0,) and d.at == 2.0
-    all_late = RoundWaiter(code, range(4), np.full(4, 30.0), np.zeros(4, bool), deadline=2.0)
+    all_late = Waiter(code, range(4), np.full(4, 30.0), np.zeros(4, bool), deadline=2.0)
     assert all_late.decide(0.0).answered == ()
 
 
-def test_waiter_replication_first_copy_completes_the_round():
+def test_waiter_replication_first_copy_completes_the_round(Waiter):
     code = letcc.Replication(2, 2)            # worker i holds input i % 2
-    w = RoundWaiter(code, range(4), np.zeros(4), np.zeros(4, bool))
+    w = Waiter(code, range(4), np.zeros(4), np.zeros(4, bool))
     w.result(2, 0.01)                          # input 0
     assert w.decide(0.01) is None
     w.result(3, 0.02)                          # input 1: every input covered
@@ -128,9 +134,9 @@ def test_waiter_replication_first_copy_completes_the_round():
     assert d.rule == "complete" and d.answered == (2, 3)
 
 
-def test_waiter_hang_and_failures():
+def test_waiter_hang_and_failures(Waiter):
     code = letcc.LeTCC(2, 3)
-    w = RoundWaiter(code, range(3), np.zeros(3), np.zeros(3, bool), hang_at={0: 1.0, 1: 1.0, 2: 1.0})
+    w = Waiter(code, range(3), np.zeros(3), np.zeros(3, bool), hang_at={0: 1.0, 1: 1.0, 2: 1.0})
     w.result(0, 0.1)
     w.fail(1, "died")
     assert w.next_change(0.1) == 1.0 and w.hung(0.5) == []
@@ -140,11 +146,11 @@ def test_waiter_hang_and_failures():
     assert d.rule == "all" and d.answered == (0,) and w.failed == {1: "died", 2: "hung"}
 
 
-def test_waiter_answers_needed_is_a_lower_bound_for_every_rule():
+def test_waiter_answers_needed_is_a_lower_bound_for_every_rule(Waiter):
     # The master sleeps until this many more answers are in: it must never
     # exceed what the rule that ends the round actually needs.
     never = np.zeros(6, bool)
-    w = RoundWaiter(letcc.LeTCC(3, 6), range(6), np.zeros(6), never, count=4)     # first 4 of 6
+    w = Waiter(letcc.LeTCC(3, 6), range(6), np.zeros(6), never, count=4)     # first 4 of 6
     assert w.answers_needed() == 4
     for k, j in enumerate((5, 0, 3)):
         w.result(j, 0.01 * (k + 1))
@@ -152,7 +158,7 @@ def test_waiter_answers_needed_is_a_lower_bound_for_every_rule():
     w.result(1, 0.05)
     assert w.answers_needed() == 1 and w.decide(0.05).rule == "count"
     # no count: LeTCC completes with every worker only; "all" when the rest fail
-    w = RoundWaiter(letcc.LeTCC(2, 4), range(4), np.zeros(4), np.zeros(4, bool))
+    w = Waiter(letcc.LeTCC(2, 4), range(4), np.zeros(4), np.zeros(4, bool))
     assert w.answers_needed() == 4
     w.result(2, 0.01)
     w.fail(0, "died")
@@ -161,11 +167,11 @@ def test_waiter_answers_needed_is_a_lower_bound_for_every_rule():
     w.result(3, 0.03)
     assert w.decide(0.03).rule == "all"
     # Replication can complete with any one copy of each input: one at a time
-    w = RoundWaiter(letcc.Replication(2, 2), range(4), np.zeros(4), np.zeros(4, bool))
+    w = Waiter(letcc.Replication(2, 2), range(4), np.zeros(4), np.zeros(4, bool))
     assert w.answers_needed() == 1
     # a worker that can never count is not waited for
     never = np.array([False, True, False, False])
-    w = RoundWaiter(letcc.LeTCC(2, 4), range(4), np.zeros(4), never, count=3)
+    w = Waiter(letcc.LeTCC(2, 4), range(4), np.zeros(4), never, count=3)
     assert w.answers_needed() == 3 and w.pending == {0, 2, 3}
 
 

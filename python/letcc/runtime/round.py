@@ -37,7 +37,7 @@ import time
 import numpy as np
 
 from letcc.runtime.encode_into import encode_into
-from letcc.runtime.virtual_time import RoundWaiter
+from letcc.runtime.virtual_time import round_waiter
 from letcc.runtime.worker_pool import WorkerPool, death_text
 
 __all__ = ["Round", "RoundEngine", "ungroup"]
@@ -68,7 +68,7 @@ class Round:
         self.id, self.ring, self.B, self.t0 = rid, ring, B, t0
         self.workers = workers      # the ready workers when it was launched
         self.sent = sent            # those it went to
-        self.waiter = waiter        # RoundWaiter: who answered, the waiting rule
+        self.waiter = waiter        # round_waiter's: who answered, the waiting rule
         self.errors = errors        # {worker: text}: what the pool reported during the round
         self.raised: dict = {}      # {worker: traceback}: the model raised
         self.error = None           # an exception that ends the round (a shape mismatch)
@@ -144,7 +144,7 @@ class RoundEngine:
         t0 = time.perf_counter()
         backend.submit(r, sent, B, sleep_s, ring)
         hang_at = pool.sent(r, sent, t0, sleep_s.tolist())
-        waiter = RoundWaiter(self.code, sent, master_delays, never, count, deadline, hang_at,
+        waiter = round_waiter(self.code, sent, master_delays, never, count, deadline, hang_at,
                              may_complete=may_complete)
         rnd = Round(r, ring, B, t0, workers, sent, waiter, {} if errors is None else errors)
         rnd.quarantined, rnd.nodes = out, nodes
@@ -164,9 +164,7 @@ class RoundEngine:
         if kind == "done":
             waiter.result(j, ev.t - rnd.t0)
         elif kind == "answers":         # several at once (letcc.runtime.backend)
-            t0 = rnd.t0
-            for j, t in zip(*ev.payload):
-                waiter.result(j, t - t0)
+            waiter.results(*ev.payload, rnd.t0)
         elif kind == "error":
             waiter.fail(j, "raised")
             rnd.raised[j] = ev.payload[0]
