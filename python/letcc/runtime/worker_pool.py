@@ -140,17 +140,18 @@ class WorkerPool:
             hang_at[j] = (queue[0][1] - t0) + (e if math.isfinite(e) else 0.0) + hang
         return hang_at
 
-    def ack(self, j: int, r: int) -> None:
-        """Worker j replied for round r: every task up to r is off its hands."""
-        queue = self.outstanding[j]
-        while queue and queue[0][0] <= r:
-            queue.pop(0)
+    def ack(self, workers, r: int) -> None:
+        """Each of `workers` replied for round r: every task up to r is off its hands."""
+        outstanding = self.outstanding
+        for j in workers:
+            queue = outstanding[j]
+            while queue and queue[0][0] <= r:
+                queue.pop(0)
 
     def ack_event(self, ev) -> None:
         """The replies of a round event (ev.round >= 0): its worker's, or each of an
         "answers" event's workers (letcc.runtime.backend)."""
-        for j in (ev.payload[0] if ev.kind == "answers" else (ev.worker,)):
-            self.ack(j, ev.round)
+        self.ack(ev.payload[0] if ev.kind == "answers" else (ev.worker,), ev.round)
 
     def lost(self, j: int) -> None:
         """Worker j died or was killed: nothing is on its hands any more."""
@@ -218,7 +219,7 @@ class WorkerPool:
             for ev in self.backend.poll(left):
                 j = ev.worker
                 if found is None and j in waiting and ev.round == r and ev.kind in ("probe", "error", "cancelled"):
-                    self.ack(j, r)
+                    self.ack((j,), r)
                     waiting.discard(j)
                     if ev.kind == "probe":
                         found = ev
