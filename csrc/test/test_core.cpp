@@ -31,6 +31,7 @@
 #include "reinsch.hpp"
 #include "control_words.hpp"
 #include "round_counter.hpp"
+#include "round_waiter.hpp"
 #include "wake_timer.hpp"
 
 using namespace letcc;
@@ -710,6 +711,97 @@ void test_wake_timer() {
 #endif
 }
 
+// The compiled waiting rule (round_waiter.hpp) against the rule written out
+// by brute force (every prefix of the confirmed answers in virtual order,
+// count before complete, then the deadline, then nothing pending), on random
+// rounds of a plain-count code (LeTCC: any `need` answers decode, all N
+// complete) and a coverage code (Replication-like: input i % K covered).
+void test_round_waiter() {
+    const double inf = std::numeric_limits<double>::infinity();
+    for (int trial = 0; trial < 400; ++trial) {
+        const int N = 2 + static_cast<int>(rng() % 9), K = 1 + static_cast<int>(rng() % N);
+        const bool coverage = trial % 2 == 1;
+        std::vector<int> all(N, 0), each(N), cover(N);
+        for (int j = 0; j < N; ++j) each[j] = j, cover[j] = j % K;
+        CoverageRule decodable = coverage ? CoverageRule(cover, std::vector<int>(K, 1)) : CoverageRule(all, {K});
+        CoverageRule complete = coverage ? decodable : CoverageRule(each, std::vector<int>(N, 1));
+        std::vector<double> delays(N), hang(N, inf);
+        std::vector<char> never(N), has(N);
+        for (int j = 0; j < N; ++j) {
+            delays[j] = (trial % 3 && uniform(0, 1) < 0.5) ? uniform(0.0, 0.02) : 0.0;
+            never[j] = uniform(0, 1) < 0.15;
+            if (uniform(0, 1) < 0.7) hang[j] = uniform(0.0, 0.08), has[j] = 1;
+        }
+        const long count = uniform(0, 1) < 0.25 ? -1 : 1 + static_cast<long>(rng() % N);
+        const double deadline = uniform(0, 1) < 0.5 ? inf : uniform(0.005, 0.05);
+        std::vector<int> sent(each);
+        CountedWaiter w(N, sent, delays, never, count, deadline, hang, has, decodable, complete, -1, !coverage);
+        std::vector<char> pending(N);
+        std::vector<double> arrived(N, std::nan(""));
+        for (int j = 0; j < N; ++j) pending[j] = !never[j];
+        auto holds = [&](const CoverageRule& r, const std::vector<int>& js) {
+            return r.first_prefix(js.data(), js.size()) >= 0;
+        };
+        std::vector<int> order(each);
+        std::shuffle(order.begin(), order.end(), rng);
+        double elapsed = 0.0;
+        for (int j : order) {
+            elapsed += uniform(0.0, 0.008);
+            if (uniform(0, 1) < 0.2) {
+                w.fail(j);
+                pending[j] = 0;
+            } else {
+                const bool counts = w.result(j, elapsed);
+                CHECK(counts == (pending[j] != 0), "waiter trial %d: result(%d) counts %d", trial, j, int(counts));
+                if (pending[j]) arrived[j] = elapsed + delays[j], pending[j] = 0;
+            }
+            for (double e : {elapsed, elapsed + uniform(0.0, 0.02)}) {
+                double dmin = inf;
+                for (int k = 0; k < N; ++k)
+                    if (pending[k]) dmin = std::min(dmin, delays[k]);
+                const double limit = std::min(e + dmin, deadline);
+                std::vector<std::pair<double, int>> conf;
+                for (int k = 0; k < N; ++k)
+                    if (!std::isnan(arrived[k]) && arrived[k] <= limit) conf.emplace_back(arrived[k], k);
+                std::sort(conf.begin(), conf.end());
+                std::vector<int> js;
+                for (auto& c : conf) js.push_back(c.second);
+                bool want = false;
+                WaitRule rule = WaitRule::all;
+                std::size_t p = 0;
+                const bool may = true;   // the reference asks complete of every prefix
+                for (p = 1; p <= js.size() && may; ++p) {
+                    std::vector<int> pre(js.begin(), js.begin() + p);
+                    if (count >= 0 && static_cast<long>(p) >= count && holds(decodable, pre)) {
+                        want = true, rule = WaitRule::count;
+                        break;
+                    }
+                    if (holds(complete, pre)) {
+                        want = true, rule = WaitRule::complete;
+                        break;
+                    }
+                }
+                bool any_pending = false;
+                for (int k = 0; k < N; ++k) any_pending = any_pending || pending[k];
+                if (!want && e + dmin > deadline) want = true, rule = WaitRule::deadline, p = js.size();
+                if (!want && !any_pending) want = true, rule = WaitRule::all, p = js.size();
+                WaitDecision d;
+                const bool got = w.decide(e, d);
+                CHECK(got == want, "waiter trial %d: decided %d, want %d", trial, int(got), int(want));
+                if (got && want) {
+                    CHECK(d.rule == rule && d.answered == std::vector<int>(js.begin(), js.begin() + p),
+                          "waiter trial %d: rule %d with %zu answers, want %d with %zu", trial, int(d.rule),
+                          d.answered.size(), int(rule), p);
+                }
+                std::vector<int> hung_want;
+                for (int k = 0; k < N; ++k)
+                    if (pending[k] && hang[k] <= e) hung_want.push_back(k);
+                CHECK(w.hung(e) == hung_want, "waiter trial %d: hung workers differ", trial);
+            }
+        }
+    }
+}
+
 void test_errors() {
     bool threw = false;
     try {
@@ -769,6 +861,7 @@ int main() {
     test_task_records();
     test_poster_and_port();
     test_wake_timer();
+    test_round_waiter();
     test_errors();
     if (failures) {
         std::printf("%d of %ld checks failed (seed %llu)\n", failures, checks, static_cast<unsigned long long>(seed));
