@@ -57,11 +57,14 @@ inline void check_knot_count(std::size_t n) {
     if (n == 0) throw std::invalid_argument("need at least one knot, got n = 0");
 }
 
-inline ReinschFactor factor_reinsch(const double* x, const double* w, std::size_t n, double lam) {
+// The parts of the factorisation that do not depend on lam: knots, weights,
+// gaps, Q and B = Q^T W^-1 Q (l1, l2, inv_d sized, zero). A decoder whose
+// rows each have their own lam (smoother_rows) computes these once and
+// refactor_reinsch per lam: the same numbers as factor_reinsch for each.
+inline ReinschFactor reinsch_structure(const double* x, const double* w, std::size_t n) {
     check_knot_count(n);
     ReinschFactor f;
     f.n = n;
-    f.lam = lam;
     f.x.assign(x, x + n);
     f.w.assign(w, w + n);
     f.h.assign(n > 1 ? n - 1 : 0, 0.0);
@@ -70,7 +73,6 @@ inline ReinschFactor factor_reinsch(const double* x, const double* w, std::size_
     f.l1.assign(n, 0.0); f.l2.assign(n, 0.0); f.inv_d.assign(n, 0.0);
     f.b0.assign(n, 0.0); f.b1.assign(n, 0.0); f.b2.assign(n, 0.0);
     f.lam_over_w.assign(n, 0.0);
-    for (std::size_t j = 0; j < n; ++j) f.lam_over_w[j] = lam / w[j];
     if (n < 3) return f;  // n = 1: constant, n = 2: the line through both points
     const auto& h = f.h;
     for (std::size_t i = 1; i + 1 < n; ++i) {
@@ -84,8 +86,19 @@ inline ReinschFactor factor_reinsch(const double* x, const double* w, std::size_
         if (i + 2 < n) f.b1[i] = f.qb[i] * f.qa[i + 1] / w[i] + f.qc[i] * f.qb[i + 1] / w[i + 1];
         if (i + 3 < n) f.b2[i] = f.qc[i] * f.qa[i + 2] / w[i + 1];
     }
+    return f;
+}
+
+// f (from reinsch_structure) factored for lam, in place: lam, lam / w and
+// the LDL^T of M = R + lam B. d: scratch of n entries.
+inline void refactor_reinsch(ReinschFactor& f, double lam, std::vector<double>& d) {
+    const std::size_t n = f.n;
+    f.lam = lam;
+    for (std::size_t j = 0; j < n; ++j) f.lam_over_w[j] = lam / f.w[j];
+    if (n < 3) return;
+    const auto& h = f.h;
     // M = R + lam B, banded LDL^T (bandwidth 2). d = D[i] kept as 1/D.
-    std::vector<double> d(n, 0.0);
+    d.assign(n, 0.0);
     for (std::size_t i = 1; i + 1 < n; ++i) {
         const double m0 = (h[i - 1] + h[i]) / 3.0 + lam * f.b0[i];
         // M[i, i-1] and M[i, i-2] (symmetric: row i-1's off-diagonals)
@@ -99,13 +112,19 @@ inline ReinschFactor factor_reinsch(const double* x, const double* w, std::size_
             throw std::invalid_argument("knots too close or too far apart for lam = " + format_g(lam) +
                                         " (or not strictly increasing and finite, which"
                                         " letcc's Python layer checks): the Reinsch system is not positive definite at x[" +
-                                        std::to_string(i) + "] = " + format_g(x[i]) + " (pivot " +
+                                        std::to_string(i) + "] = " + format_g(f.x[i]) + " (pivot " +
                                         format_g(di) + ")");
         d[i] = di;
         f.l1[i] = l1;
         f.l2[i] = l2;
         f.inv_d[i] = 1.0 / di;
     }
+}
+
+inline ReinschFactor factor_reinsch(const double* x, const double* w, std::size_t n, double lam) {
+    ReinschFactor f = reinsch_structure(x, w, n);
+    std::vector<double> d;
+    refactor_reinsch(f, lam, d);
     return f;
 }
 

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <map>
 #include <vector>
 
 #include "eval_coeffs.hpp"
@@ -22,8 +21,9 @@
 
 namespace letcc {
 
-// row (n entries) of the spline of f evaluated at t (derivative nu).
-inline void smoother_row(const ReinschFactor& f, double t, int nu, double* row) {
+// row (n entries) of the spline of f evaluated at t (derivative nu); u:
+// scratch (n entries).
+inline void smoother_row(const ReinschFactor& f, double t, int nu, double* row, std::vector<double>& u) {
     const std::size_t n = f.n;
     for (std::size_t j = 0; j < n; ++j) row[j] = 0.0;
     const PlanRow r = plan_row(f, t, nu);
@@ -32,7 +32,7 @@ inline void smoother_row(const ReinschFactor& f, double t, int nu, double* row) 
     if (n > 1) row[std::min(k + 1, n - 1)] += r.cy1;
     if (n < 3) return;
     // u = P^T cgam on the interior knots 1 .. n-2 (knot-indexed, zero at the ends).
-    std::vector<double> u(n, 0.0);
+    u.assign(n, 0.0);
     for (std::size_t s = 0; s < 4; ++s) {
         const std::ptrdiff_t j = static_cast<std::ptrdiff_t>(k) - 1 + static_cast<std::ptrdiff_t>(s);
         if (j >= 1 && j <= static_cast<std::ptrdiff_t>(n) - 2) u[static_cast<std::size_t>(j)] += r.cgam[s];
@@ -58,16 +58,18 @@ inline void smoother_row(const ReinschFactor& f, double t, int nu, double* row) 
     }
 }
 
-// (q x n) rows, row k fitted with lams[k] and evaluated at at[k]; one
-// factorisation per distinct lam.
+// (q x n) rows, row k fitted with lams[k] and evaluated at at[k]: the
+// lam-free part of the factorisation once, its lam part again wherever lam
+// changes from one row to the next (the local-gap decoder: nearly every row),
+// no allocation per row.
 inline std::vector<double> smoother_rows(const double* x, const double* w, std::size_t n, const double* lams,
                                          const double* at, std::size_t q, int nu) {
     std::vector<double> out(q * n, 0.0);
-    std::map<double, ReinschFactor> factors;
+    ReinschFactor f = reinsch_structure(x, w, n);
+    std::vector<double> d, u;
     for (std::size_t k = 0; k < q; ++k) {
-        auto it = factors.find(lams[k]);
-        if (it == factors.end()) it = factors.emplace(lams[k], factor_reinsch(x, w, n, lams[k])).first;
-        smoother_row(it->second, at[k], nu, out.data() + k * n);
+        if (k == 0 || !(lams[k] == f.lam)) refactor_reinsch(f, lams[k], d);
+        smoother_row(f, at[k], nu, out.data() + k * n, u);
     }
     return out;
 }

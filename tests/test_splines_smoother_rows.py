@@ -95,3 +95,21 @@ def test_bad_input_is_refused_clearly():
         smoother_rows(x, at, 0.1, nu=3)
     with pytest.raises(ValueError, match=r"weights must be positive and finite, got w\[2\] = 0\.0"):
         smoother_rows(x, at, 0.1, w=[1, 1, 0, 1, 1, 1])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 30])
+def test_each_row_is_the_row_computed_alone(rng, n):
+    """The rows share the lam-free part of the factorisation and refactor in
+    place where lam changes: every row is bit for bit the row computed on its
+    own, whatever came before it (lam 0 first, repeats apart and side by side)."""
+    x = knots(rng, n)
+    w = rng.uniform(0.5, 2.0, n)
+    at = rng.uniform(-1.2, 1.2, 8)
+    lams = 10.0 ** rng.uniform(-6, 1, 8)
+    lams[0] = 0.0
+    lams[5] = lams[2]
+    lams[6] = lams[5]
+    for nu in (0, 1, 2):
+        A = smoother_rows(x, at, lams, w, nu=nu)
+        for k in range(8):
+            np.testing.assert_array_equal(A[k], smoother_rows(x, at[k:k + 1], lams[k:k + 1], w, nu=nu)[0])
