@@ -212,21 +212,3 @@ def test_which_decodes_copy_the_rows(monkeypatch, rng, name, wide, copies):
     calls.clear()
     code.decode(Y[np.argsort(a)], sorted(a))        # ascending: never a copy
     assert not calls
-
-
-def test_bench_new_set_decode_runs_and_writes_its_table(tmp_path):
-    """bench/new_set_decode.py end to end on a small size (its results file in tmp_path)."""
-    import re
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "bench" / "new_set_decode.py"
-    if not script.exists():
-        pytest.skip("needs the source checkout's bench/")
-    res = subprocess.run([sys.executable, str(script), "--sizes", "4", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
-    text = (tmp_path / "new_set_decode.md").read_text()
-    assert re.search(r"\|\s*\(4, 8\), 6 answers\s*\|\s*[\d.]+\s*\|\s*[\d.]+\s*\|\s*-?[\d.]+\s*\|", text)
-    assert "- cpu: " in text

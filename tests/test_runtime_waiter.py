@@ -193,21 +193,3 @@ def test_compiled_waiter_errors():
         for _ in range(200):
             js = rng.permutation(6)[:int(rng.integers(0, 7))].tolist()
             assert core.first_prefix(js) == cov.first_prefix(js)
-
-
-def test_bench_round_waiter_runs_and_writes_its_table(tmp_path):
-    """bench/round_waiter.py end to end on a small N (its results file in tmp_path)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "bench" / "round_waiter.py"
-    if not script.exists():
-        pytest.skip("needs the source checkout's bench/")
-    res = subprocess.run([sys.executable, str(script), "--sizes", "4", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
-    text = (tmp_path / "round_waiter.md").read_text()
-    import re
-    assert re.search(r"\|\s*4\s*\|\s*2\s*\|\s*[\d.]+\s*\|\s*[\d.]+\s*\|\s*[\d.]+x\s*\|", text)
-    assert re.search(r"\|\s*4\s*\|\s*4\s*\|", text) and "- cpu: " in text

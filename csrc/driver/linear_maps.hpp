@@ -81,12 +81,7 @@ public:
     // out (q x m) = A y (n x m); both row-major, not overlapping.
     template <class T>
     void run(const T* y, T* out, std::size_t m, int threads) const {
-        const std::size_t tw = std::min<std::size_t>(kernels::kDenseTile, m);
-        const std::size_t work = m * static_cast<std::size_t>(n_ + q_);
-        if (work < kDenseParallelMinElems) threads = 1;
-        const T* a = coeffs(static_cast<const T*>(nullptr));
-        for_each_tile(m, tw, work, threads, [&](std::size_t c0, std::size_t w) {
-            T* pack = tls_scratch<T>(static_cast<std::size_t>(n_) * kernels::kDenseTile);
+        each_tile<T>(m, threads, [&](const T* a, std::size_t c0, std::size_t w, T* pack) {
             dense_tile(a, q_, n_, y, m, out, m, c0, w, pack);
         });
     }
@@ -96,17 +91,26 @@ public:
     // copying them, the numbers run<T> gives on those rows gathered.
     template <class T>
     void run_rows(const T* const* rows, T* out, std::size_t m, int threads) const {
+        each_tile<T>(m, threads, [&](const T* a, std::size_t c0, std::size_t w, T* pack) {
+            dense_tile_rows(a, q_, n_, rows, out, m, c0, w, pack);
+        });
+    }
+
+private:
+    // tile(coefficients, first column, width, packing scratch) on each column
+    // tile of m columns, in parallel above kDenseParallelMinElems of work.
+    template <class T, class Tile>
+    void each_tile(std::size_t m, int threads, Tile&& tile) const {
         const std::size_t tw = std::min<std::size_t>(kernels::kDenseTile, m);
         const std::size_t work = m * static_cast<std::size_t>(n_ + q_);
         if (work < kDenseParallelMinElems) threads = 1;
         const T* a = coeffs(static_cast<const T*>(nullptr));
         for_each_tile(m, tw, work, threads, [&](std::size_t c0, std::size_t w) {
             T* pack = tls_scratch<T>(static_cast<std::size_t>(n_) * kernels::kDenseTile);
-            dense_tile_rows(a, q_, n_, rows, out, m, c0, w, pack);
+            tile(a, c0, w, pack);
         });
     }
 
-private:
     const double* coeffs(const double*) const { return a64_.data(); }
     const float* coeffs(const float*) const { return a32_.data(); }
 
