@@ -124,7 +124,7 @@ class PhaseTimer:
                     stack[-1] += spent
 
         fn_call = raw if isinstance(owner, type) else fn
-        had = name in owner.__dict__ if not isinstance(owner, type) else True
+        had = name in owner.__dict__     # a class's inherited method: deleted again by undo
         setattr(owner, name, timed)
         self._undo.append((owner, name, raw, had))
 
@@ -144,7 +144,7 @@ class PhaseTimer:
 def instrument(server, timer: PhaseTimer) -> None:
     import letcc.runtime.round as round_mod
     import letcc.serving.coded_rounds as cmod
-    from letcc.runtime.virtual_time import RoundWaiter
+    from letcc.runtime.virtual_time import CountedRoundWaiter, RoundWaiter
 
     d, be = server._d, server._d.backend
     timer.wrap(d, "_take_inbox", "batching/padding")
@@ -157,9 +157,11 @@ def instrument(server, timer: PhaseTimer) -> None:
     for name in ("poll", "arm"):
         timer.wrap(be, name, "poll")
     timer.wrap(d, "_events", "event handling")
-    for name in ("__init__", "result", "fail", "decide", "next_change", "hung", "decodable", "answers_needed"):
-        if name in RoundWaiter.__dict__:
-            timer.wrap(RoundWaiter, name, "RoundWaiter")
+    for cls in (RoundWaiter, CountedRoundWaiter):     # the Python waiter, the compiled one
+        for name in ("__init__", "result", "results", "fail", "decide", "next_change", "hung", "decodable",
+                     "answers_needed"):
+            if hasattr(cls, name):
+                timer.wrap(cls, name, "RoundWaiter")
     code = d.ctx.engine.code
     if hasattr(code, "decode"):          # Hedged is no code: nothing to decode
         timer.wrap(code, "decode", "decode")
