@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "control_words.hpp"
 #include "round_counter.hpp"
@@ -133,6 +135,27 @@ void register_control(py::module_& mod) {
                 p.get().mail(j);
             },
             py::arg("worker"), "Worker `worker` has a new message in its pipe: bump its mail and wake it.")
+        .def(
+            "answers",
+            [](const PyPoster& p, std::int64_t r, py::array_t<bool, py::array::c_style> reported,
+               std::int64_t n_reported) -> py::object {
+                if (!reported.writeable() || reported.ndim() != 1 || reported.size() != p.w.n)
+                    throw py::value_error("reported must be a writeable bool array of " + std::to_string(p.w.n) +
+                                          " flags");
+                std::vector<std::pair<double, std::int64_t>> got;
+                p.get().answers(r, reinterpret_cast<std::uint8_t*>(reported.mutable_data()), n_reported, got);
+                if (got.empty()) return py::none();
+                py::tuple js(got.size()), ts(got.size());
+                for (std::size_t i = 0; i < got.size(); ++i) {
+                    js[i] = py::int_(got[i].second);
+                    ts[i] = py::float_(got[i].first);
+                }
+                return py::make_tuple(js, ts);
+            },
+            py::arg("round"), py::arg("reported").noconvert(), py::arg("n_reported"),
+            "The answers to `round` in the done words not yet marked in `reported` (marked now), as (workers, "
+            "times) in the order they finished; None when there are none (the round's count is not past "
+            "`n_reported`, or nothing new).")
         .def("ring_all", [](const PyPoster& p) { p.get().ring_all(); }, "Wake every worker.")
         .def("release", [](PyPoster& p) { p.keep = py::none(); },
              "Drop the reference to the control array (before its memory is unmapped).");

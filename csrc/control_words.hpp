@@ -16,9 +16,11 @@
 //     (R+4)*N + 3 ...       task records [k][j], kRecordWords each
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -82,6 +84,27 @@ public:
 
     // Wake every worker (shutdown: after kStop is written everywhere).
     void ring_all() const { ring_doorbell(w_.task_bell(), ~std::uint32_t(0)); }
+
+    // The answers to round r recorded in the done words and not yet marked in
+    // `reported` (n flags, marked here), as (time, worker) in the order the
+    // workers finished (ties: by worker). Nothing is scanned while the round's
+    // counter is not past `n_reported` (a worker writes its words, then
+    // counts: an answer written and not yet counted is found once it is).
+    void answers(std::int64_t r, std::uint8_t* reported, std::int64_t n_reported,
+                 std::vector<std::pair<double, std::int64_t>>& out) const {
+        out.clear();
+        if (round_counter_count(w_.counter(), r) <= n_reported) return;
+        for (std::int64_t j = 0; j < w_.n; ++j) {
+            if (reported[j] || __atomic_load_n(w_.done_round(j), __ATOMIC_SEQ_CST) != r) continue;
+            const std::int64_t bits = __atomic_load_n(w_.done_time(j), __ATOMIC_SEQ_CST);
+            double t;
+            std::memcpy(&t, &bits, sizeof t);
+            out.emplace_back(t, j);
+            reported[j] = 1;
+        }
+        std::stable_sort(out.begin(), out.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+    }
 
 private:
     ControlWords w_;

@@ -252,3 +252,40 @@ def test_spin_set_after_the_forkserver_started_reaches_the_workers(monkeypatch, 
         assert burnt >= 0.1, f"a worker told to spin burnt {burnt} s CPU in {0.6 * waited:g} s idle"
     else:
         assert burnt <= 0.05, f"a worker told not to spin burnt {burnt} s CPU in 0.6 s idle"
+
+
+def test_the_poster_collects_the_answers_the_workers_counted():
+    """TaskPoster.answers against the done words written here (the numpy steps
+    the local backend took before it): the round's answers not yet reported,
+    in the order they finished (ties by worker), each once, nothing while the
+    round's count is not past what was reported, and answers to another
+    round left out."""
+    rng = np.random.default_rng(3)
+    for n in (1, 5, 16, 64):
+        ctl = fresh(n, 1)
+        words = control_layout(ctl, 1)
+        poster = _core.TaskPoster(ctl, n, 1)
+        r = 9
+        _core.round_counter_start(ctl, words.counter_word, r)
+        reported = np.zeros(n, dtype=bool)
+        assert poster.answers(r, reported, 0) is None              # nobody counted yet
+        done = rng.permutation(n)[:max(1, n - 2)].tolist()
+        times = np.round(rng.uniform(0, 1, len(done)), 1)            # ties
+        for k, (j, t) in enumerate(zip(done, times)):
+            words.done_time[j] = t
+            words.done_round[j] = r if k % 7 != 3 else r - 1          # one in seven answers an older round
+        counted = [j for k, j in enumerate(done) if k % 7 != 3]
+        for _ in counted:
+            _core.round_counter_add(ctl, words.counter_word, r)
+        want = sorted(((float(words.done_time[j]), j) for j in counted), key=lambda p: p[0])
+        want = sorted(want, key=lambda p: (p[0], p[1]))               # stable over ascending workers
+        assert poster.answers(r, reported, len(counted)) is None    # count not past what was reported
+        got = poster.answers(r, reported, 0)
+        assert got == (tuple(j for _, j in want), tuple(t for t, _ in want))
+        assert reported.tolist() == [j in counted for j in range(n)]
+        _core.round_counter_add(ctl, words.counter_word, r)         # counted again: nothing new to report
+        assert poster.answers(r, reported, 0) is None
+    with pytest.raises(ValueError, match="reported must be a writeable bool array of 64 flags"):
+        poster.answers(r, np.zeros(3, dtype=bool), 0)
+    with pytest.raises(TypeError):
+        poster.answers(r, np.zeros(64, dtype=np.int64), 0)          # no conversion: the marks would be lost

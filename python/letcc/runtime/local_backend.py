@@ -386,23 +386,16 @@ class LocalBackend(Backend):
         each at the time its worker finished."""
         if self._round < 0:
             return
-        # a worker writes its words, then counts: a count not past what was
-        # reported means nothing new is counted (most polls; an answer written
-        # and not yet counted is found once it is, and its count rings if the
-        # master waits for it)
-        if _core.round_counter_count(self._ctl_view, self._counter_word, self._round) <= self._n_reported:
-            return
-        new = np.flatnonzero((self._done_round == self._round) & ~self._reported)
-        if new.size:
-            self._reported[new] = True
-            self._n_reported += new.size
+        # one compiled scan of the done words (TaskPoster.answers), only where
+        # the round's count is past what was reported (most polls: nothing)
+        got = self._poster.answers(self._round, self._reported, self._n_reported)
+        if got is not None:
+            js, ts = got
+            self._n_reported += len(js)
             r = self._round
-            times = self._done_time[new]
-            order = np.argsort(times, kind="stable")
-            js, ts = new[order].tolist(), times[order].tolist()
             # one event for all of them (backend.py: "answers"), in the order they finished
             events.append(Event("done", js[0], r, (), ts[0]) if len(js) == 1 else
-                          Event("answers", -1, r, (tuple(js), tuple(ts)), ts[-1]))
+                          Event("answers", -1, r, (js, ts), ts[-1]))
 
     def _send(self, j: int, msg) -> bool:
         return self._send_framed(j, frame(pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)))
