@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import letcc
+from letcc.runtime.worker_main import control_layout
 from letcc.serving import CodedServer, Hedged, QueueFull
 from letcc.serving.flights import Request, pad_groups
 from letcc.stragglers._base import StragglerModel
@@ -277,7 +278,7 @@ def test_a_late_answer_never_lands_in_a_reused_ring_slot_of_a_round_with_another
         got_a = np.stack([f.result(WAIT) for f in futs_a])
         np.testing.assert_allclose(got_a, round_reference(code, X[2:6], (0, 2, 3)), rtol=1e-10, atol=1e-12)
         rc = r0 + 3
-        done = s.backend._done_round
+        done = control_layout(s.backend._ctl_view, s.backend.ring).done_round    # the workers' done words
         go(0, 3)
         go(2, 3)
         wait_until(lambda: s.stats()["rounds"] == rc and done[0] == rc and done[2] == rc,

@@ -120,8 +120,7 @@ class LocalBackend(Backend):
         self._ctl = SlotArray(f"{self._prefix}c", 1, 1, (control_words(self.n, self.ring),), np.int64)
         self._ctl_view = ctl = self._ctl.view(1).reshape(-1)
         words = reset_control(ctl, self.ring)
-        self._wanted, self._slots, self._done_round = words.wanted, words.slots, words.done_round
-        self._done_time = words.done_time
+        self._wanted, self._slots = words.wanted, words.slots
         self._counter_word, self._bell_word = words.counter_word, words.bell_word
         # tasks: records in the control words and one futex wake (csrc/control_words.hpp)
         self._poster = self._res.poster = _core.TaskPoster(ctl, self.n, self.ring)
@@ -330,11 +329,12 @@ class LocalBackend(Backend):
         self._poster.post(ring, r, workers, b, sleeps, self._chunk_rows or 0, self._positions)
 
     def _queued_answers(self, r: int) -> None:
-        mask = self._done_round == r
-        mask &= ~self._reported
-        new = mask.nonzero()[0]
-        for j in new.tolist():
-            self._queued.append(Event("done", j, r, (), float(self._done_time[j])))
+        """The answers to round r in the done words not yet reported, queued as
+        "done" events in the order they finished (its counter already holds
+        the next round: scanned regardless of the count, -1)."""
+        got = self._poster.answers(r, self._reported, -1)
+        if got is not None:
+            self._queued.extend(Event("done", j, r, (), t) for j, t in zip(*got))
 
     def cancel(self, workers, ring: int = 0) -> None:
         """The round in ring slot `ring` is no longer wanted from `workers`."""
