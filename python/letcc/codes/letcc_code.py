@@ -416,9 +416,10 @@ class LeTCC(Code):
             c, end_factor = self._log_rule[1] if log else self._lam_dec_value
             lam, rows = local_gap_rows(beta_av, self.alpha, c, end_factor)
             lam.flags.writeable = False
-            if lam.min() != lam.max():
+            lams = lam.tolist()  # (min and max of a list of floats: a fifth of numpy's two reductions)
+            if min(lams) != max(lams):
                 return DenseOperator._from_checked(rows), lam
-            lam = float(lam[0])  # one lam after all: the banded spline plan
+            lam = lams[0]  # one lam after all: the banded spline plan
         return SplineSmoother(beta_av, self.alpha, lam=lam), lam
 
     def decode(self, Y: Array, available: Indices, return_flagged: bool = False) -> Any:

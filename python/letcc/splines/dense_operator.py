@@ -42,14 +42,16 @@ class DenseOperator(LinearMap):
     def _from_checked(cls, a: np.ndarray) -> "DenseOperator":
         """An operator on `a` without the argument checks, for a caller that
         built `a` itself: a C-contiguous float64 (q, n) array, q, n >= 1. Only
-        finiteness is checked (one pass); a non-finite `a` goes through the
-        constructor for its message. A decoder whose answering set changes
-        every round builds one of these per decode, where the checks cost more
-        than the operator."""
-        if not np.isfinite(a).all():
-            return cls(a)
+        finiteness is checked, by the compiled operator as it copies `a`; a
+        non-finite `a` goes through the constructor for its message (which
+        names the entry). A decoder whose answering set changes every round
+        builds one of these per decode, where the checks cost more than the
+        operator."""
         op = cls.__new__(cls)
-        op._setup(a)
+        try:
+            op._setup(a)
+        except ValueError:
+            return cls(a)
         return op
 
     def _with_columns(self, perm: np.ndarray) -> "DenseOperator":
