@@ -9,48 +9,34 @@ sets), so this build is on the master's critical path each round. Sizes
 (K, N) with N - N/4 answers, m = 10 outputs of probabilities (the default
 decodes them in log space), float32; distinct random sets cycled with the
 plan cache off ("new set") and one set again and again ("cached"); best of 7
-repeats. letcc one thread.
+runs (_report.best_time). letcc one thread.
 
 Run:  python bench/new_set_decode.py   (writes bench/results/new_set_decode.md; --out DIR elsewhere)
 """
 from __future__ import annotations
 
 import argparse
-import time
+import itertools
 from pathlib import Path
 
 import numpy as np
 
 import letcc
-from _report import markdown_table, write_report
+from _report import best_time, markdown_table, write_report
 from letcc.codes import LeTCC
 
 SIZES = ((8, 16), (32, 64), (128, 256))
 
 
-def per_call(fn, args_list, repeats: int = 7) -> float:
-    """Best of `repeats` passes over args_list: us per call."""
-    best = np.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for a in args_list:
-            fn(*a)
-        best = min(best, (time.perf_counter() - t0) / len(args_list))
-    return best * 1e6
-
-
 def measure(K: int, N: int, rng) -> list:
     n = N - N // 4
-    calls = max(20, 4000 // K)
-    sets = [np.sort(rng.choice(N, n, replace=False)).tolist() for _ in range(calls)]
+    sets = [np.sort(rng.choice(N, n, replace=False)).tolist() for _ in range(max(20, 4000 // K))]
     Y = rng.random((n, 1, 10)).astype(np.float32)
     Y /= Y.sum(-1, keepdims=True)
     fresh, cached = LeTCC(K, N, plan_cache_size=0), LeTCC(K, N)
-    for s in sets[:5]:                  # warm-up
-        fresh.decode(Y, s)
-        cached.decode(Y, sets[0])
-    new = per_call(fresh.decode, [(Y, s) for s in sets])
-    hit = per_call(cached.decode, [(Y, sets[0])] * calls)
+    cycle = itertools.cycle(sets)
+    new = best_time(lambda: fresh.decode(Y, next(cycle)), repeats=7) * 1e6
+    hit = best_time(lambda: cached.decode(Y, sets[0]), repeats=7) * 1e6
     return [f"({K}, {N}), {n} answers", f"{new:.1f}", f"{hit:.1f}", f"{new - hit:.1f}"]
 
 

@@ -13,19 +13,18 @@ answers that trickle in. Both waiters' decisions are checked equal.
 
 Pure master-side logic, no processes: what the waiter itself costs, apart from
 the scheduling noise of a real round (bench/master_overhead_ab.py measures
-whole rounds). Best of 5 repeats of many rounds, the two waiters in turn.
+whole rounds). Best of 5 runs of many rounds (_report.best_time), one waiter after the other.
 
 Run:  python bench/round_waiter.py   (writes bench/results/round_waiter.md; --out DIR elsewhere)
 """
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import numpy as np
 
-from _report import markdown_table, write_report
+from _report import best_time, markdown_table, write_report
 from letcc.codes import LeTCC
 from letcc.runtime.virtual_time import CountedRoundWaiter, RoundWaiter
 
@@ -48,17 +47,6 @@ def one_round(cls, code, N: int, wakeups: int):
     return d
 
 
-def time_round(cls, code, N: int, wakeups: int, rounds: int) -> float:
-    """Best of 5 repeats: us per round."""
-    best = np.inf
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(rounds):
-            one_round(cls, code, N, wakeups)
-        best = min(best, (time.perf_counter() - t0) / rounds)
-    return best * 1e6
-
-
 def main(argv=None) -> Path:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="folder for round_waiter.md (default bench/results)")
@@ -69,11 +57,8 @@ def main(argv=None) -> Path:
         code = LeTCC(N // 2, N)
         for wakeups in (2, N):
             assert one_round(RoundWaiter, code, N, wakeups) == one_round(CountedRoundWaiter, code, N, wakeups)
-            rounds = max(50, 40000 // (N * wakeups // 2 + 8))
-            for cls in (RoundWaiter, CountedRoundWaiter):          # warm-up
-                time_round(cls, code, N, wakeups, 20)
-            py = time_round(RoundWaiter, code, N, wakeups, rounds)
-            c = time_round(CountedRoundWaiter, code, N, wakeups, rounds)
+            py, c = (best_time(lambda: one_round(cls, code, N, wakeups)) * 1e6
+                     for cls in (RoundWaiter, CountedRoundWaiter))
             rows.append([N, wakeups, f"{py:.1f}", f"{c:.1f}", f"{py / c:.1f}x"])
             print(rows[-1], flush=True)
     table = markdown_table(["N", "wake-ups", "RoundWaiter (us/round)", "CountedRoundWaiter (us/round)",

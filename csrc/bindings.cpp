@@ -272,7 +272,7 @@ py::object apply_rows(const driver::DenseMap& map, const py::object& yobj, const
         return py::array_t<decltype(tag)>(bind::shape_with_rows(y, map.q()));
     });
     on_rows(kind, y, idx, m, [&](auto rows) {
-        using T = std::remove_const_t<std::remove_pointer_t<std::remove_const_t<std::remove_pointer_t<decltype(rows)>>>>;
+        using T = std::remove_const_t<std::remove_pointer_t<std::remove_pointer_t<decltype(rows)>>>;
         map.template run_rows<T>(rows, static_cast<T*>(out.mutable_data()), m, threads);
     });
     return std::move(out);

@@ -139,16 +139,15 @@ public:
     bool fail(int j) {
         check_worker(j);
         const auto u = static_cast<std::size_t>(j);
-        const bool arrived = !std::isnan(arrived_[u]);
-        if (!(pending_[u] || !arrived)) return false;
-        if (pending_[u] && may_complete_) {
-            leave(u);
+        const bool was_pending = pending_[u] != 0;
+        if (!was_pending && !std::isnan(arrived_[u])) return false;
+        leave(u);
+        if (was_pending && may_complete_) {     // can the workers still in the race complete?
             std::vector<int> js = pending_list();
             for (int k = 0; k < n_; ++k)
                 if (!std::isnan(arrived_[static_cast<std::size_t>(k)])) js.push_back(k);
             may_complete_ = complete_.first_prefix(js.data(), js.size()) >= 0;
         }
-        if (pending_[u]) leave(u);
         return true;
     }
 
@@ -270,7 +269,6 @@ public:
     const std::vector<int>& arrival_log() const { return log_; }
     long count() const { return count_; }
     double deadline() const { return deadline_; }
-    double delay(int j) const { return delays_[static_cast<std::size_t>(j)]; }
 
 private:
     static double nan() { return std::numeric_limits<double>::quiet_NaN(); }

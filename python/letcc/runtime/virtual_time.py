@@ -276,13 +276,10 @@ class CountedRoundWaiter(_core.CountedWaiter):
     def __init__(self, code, dispatched, delays, never, count=None, deadline=None, hang_at=None,
                  may_complete=None):
         decodable, complete = _compiled_rule(code.waiting_rule)
-        delays = np.asarray(delays, dtype=np.float64)
         super().__init__(dispatched if type(dispatched) is list else [int(j) for j in dispatched], delays, never,
                          None if count is None else int(count), math.inf if deadline is None else float(deadline),
                          {} if hang_at is None else hang_at, decodable, complete, may_complete,
                          bool(getattr(code, "complete_needs_every_worker", False)))
-        self.code = code
-        self.delays = delays
         self.failed: dict[int, str] = {}        # worker -> reason
 
     def fail(self, j: int, reason: str) -> None:
