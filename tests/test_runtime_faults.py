@@ -158,7 +158,12 @@ def test_worker_killed_mid_round_is_an_erasure_and_comes_back(script_dir, rng):
         assert info.failed == {2: "died"} and sorted(info.answered) == [0, 1, 3, 4, 5]
         assert info.replaced == (2,) and "-9" in info.errors[2]
         assert_exact_round(ci, code, X, out)
+        # the ready list (kept between changes of state) leaves the replacement out until its
+        # "ready" message is read (no poll since the round's end)
+        assert ci.backend.ready_workers() == [0, 1, 3, 4, 5]
+        assert ci.backend.restart_dead() == []             # started already: nothing dead is left
         ci.wait_ready()
+        assert ci.ready_workers() == list(range(6))
         new = ci.worker_pids()
         assert new[2] != old[2] and new[:2] == old[:2] and not alive(old[2])
         for _ in range(3):

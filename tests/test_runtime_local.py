@@ -240,6 +240,40 @@ def test_the_master_wakes_once_per_round_when_it_needs_every_answer(rng):
             assert np.all((lat > 0) & (lat <= ci.last_round.t_total))     # each worker's own finishing time
 
 
+def test_last_round_made_when_asked_reads_what_the_round_kept(rng):
+    # last_round is made when first asked for (CodedInference.last_round): asked
+    # once per round or only after several rounds, each RoundInfo holds its own
+    # round's facts, is made once, and the round without stragglers shares its
+    # delays read-only
+    N, K, d, m = 8, 4, 6, 3
+    f = tanh_linear(d, m)
+    with CodedInference(functools.partial(tanh_linear, d, m), letcc.LeTCC(K, N), stragglers=FixedCount(2),
+                        seed=5) as ci:
+        assert ci.last_round is None
+        seen = []
+        for _ in range(3):
+            X = rng.standard_normal((K, d))
+            out = ci(X)
+            info = ci.last_round
+            assert ci.last_round is info
+            seen.append(info)
+            assert info.round_id == ci._engine.last_id and len(info.answered) == N - 2
+            assert_close(out, reference(ci.code, f, X, info.answered), np.float64)
+            late = [j for j in range(N) if j not in info.answered]
+            assert np.isinf(info.delays[late]).all() and np.isnan(info.latencies[late]).all()
+            assert (info.latencies[list(info.answered)] >= 0).all()
+        assert len({i.round_id for i in seen}) == 3
+        ci(rng.standard_normal((K, d)))
+        ci(rng.standard_normal((K, d)))           # not asked between these two rounds
+        assert ci.last_round.round_id == seen[-1].round_id + 2
+        ci.stragglers = None
+        ci(rng.standard_normal((K, d)))
+        info = ci.last_round
+        assert sorted(info.answered) == list(range(N)) and not info.delays.any()
+        with pytest.raises(ValueError, match="read-only"):
+            info.delays[0] = 1.0
+
+
 # ---- rounds through worker processes ----------------------------------------
 
 class _EncodeLog(letcc.LeTCC):

@@ -184,7 +184,11 @@ class CodedInference:
         quarantine = as_quarantine(quarantine, code)      # checked before any worker starts
         self.adversaries = as_adversary_model(adversaries)
         self.adversary_rng = np.random.default_rng(self.rng.integers(2 ** 63)) if self.adversaries else None
-        self.last_round: RoundInfo | None = None
+        self._zeros = np.zeros(self.N)            # a round's delays without a straggler model
+        self._nowhere = np.zeros(self.N, dtype=bool)
+        self._zeros.flags.writeable = self._nowhere.flags.writeable = False
+        self._last: tuple | None = None           # (record, replaced) of the latest round
+        self._last_info: RoundInfo | None = None  # last_round, made when first asked for
         self._pool = WorkerPool(self.N, backend, model_factory, resolve_devices(devices, self.N), threads_per_worker,
                                 start_method=start_method, chunk_rows=chunk_rows, ray_options=ray_options,
                                 hang_timeout=self.hang_timeout, startup_timeout=self.startup_timeout)
@@ -314,19 +318,20 @@ class CodedInference:
     def _draw(self) -> _Draw:
         """draw: this round's straggler delays and waiting rule (count, deadline)."""
         N, d = self.N, _Draw()
-        if self.stragglers is not None:
-            delays = np.asarray(self._draw_delays(N, self.rng), dtype=np.float64)
-            if delays.size != N:
-                raise ValueError(f"{self.stragglers!r} drew delays of shape {delays.shape} for N = {N} workers")
-            d.delays = delays.reshape(N)
-            d.count = self.stragglers.wait_count(N)
-            limits = [x for x in (getattr(self.stragglers, "deadline", None), self.deadline) if x is not None]
-            d.deadline = min(limits) if limits else None
-        else:
-            d.delays = np.zeros(N)
-            d.count, d.deadline = None, self.deadline
-        d.never = never = np.isinf(d.delays)
         d.virtual = self.simulate == "virtual"
+        if self.stragglers is None:         # no delays: the same read-only arrays every round
+            d.delays = d.master_delays = d.sleep_s = self._zeros
+            d.never = self._nowhere
+            d.count, d.deadline = None, self.deadline
+            return d
+        delays = np.asarray(self._draw_delays(N, self.rng), dtype=np.float64)
+        if delays.size != N:
+            raise ValueError(f"{self.stragglers!r} drew delays of shape {delays.shape} for N = {N} workers")
+        d.delays = delays.reshape(N)
+        d.count = self.stragglers.wait_count(N)
+        limits = [x for x in (getattr(self.stragglers, "deadline", None), self.deadline) if x is not None]
+        d.deadline = min(limits) if limits else None
+        d.never = never = np.isinf(d.delays)
         if d.virtual:
             d.master_delays, d.sleep_s = np.where(never, 0.0, d.delays), np.zeros(N)
         else:
@@ -340,7 +345,8 @@ class CodedInference:
         coded input is not computed; with real sleeps it is sent the round and
         sleeps."""
         workers = self._pool.backend.ready_workers() or self._pool.await_any_ready()
-        return self._engine.launch(groups, workers, skip=d.never if d.virtual else None, sleep_s=d.sleep_s,
+        skip = d.never if d.virtual and d.never is not self._nowhere else None    # None: all sent
+        return self._engine.launch(groups, workers, skip=skip, sleep_s=d.sleep_s,
                                    master_delays=d.master_delays, never=d.never, count=d.count,
                                    deadline=d.deadline, errors=errors)
 
@@ -371,11 +377,24 @@ class CodedInference:
         """Cancel the late workers, start replacements, record ``last_round``
         (also when the round raised)."""
         rnd, decision = rec.rnd, rec.decision
+        self._engine.end(rnd, decision.answered if decision else ())
+        self._engine.relearn_layout(idle=True)
+        self._last, self._last_info = (rec, tuple(self._pool.backend.restart_dead())), None
+
+    @property
+    def last_round(self) -> RoundInfo | None:
+        """The latest round's ``RoundInfo`` (None before the first round). Made
+        when first asked for, from what the round kept (nothing of it changes
+        once it has ended): most callers of a serving loop never ask, and
+        making it cost ~10% of a trivial round's master CPU."""
+        if self._last_info is None and self._last is not None:
+            self._last_info = self._round_info(*self._last)
+        return self._last_info
+
+    def _round_info(self, rec: _Record, replaced: tuple) -> RoundInfo:
+        rnd, decision = rec.rnd, rec.decision
         waiter = rnd.waiter
         answered = decision.answered if decision else ()
-        self._engine.end(rnd, answered)
-        self._engine.relearn_layout(idle=True)
-        replaced = tuple(self._pool.backend.restart_dead())
         lat = np.full(self.N, np.nan)
         ready = set(rnd.workers)
         failed = {j: "not ready" for j in range(self.N) if j not in ready}
@@ -388,7 +407,7 @@ class CodedInference:
             extra = dict(t_wait=rec.t_wait - rnd.t0, t_decode=rec.t_decode - rec.t_wait,
                          t_total=rec.t_decode - rec.t_call,
                          virtual_latency=(rec.t_encode - rec.t_call) + decision.at + (rec.t_decode - rec.t_wait))
-        self.last_round = RoundInfo(
+        return RoundInfo(
             round_id=rnd.id, groups=rnd.B, dispatched=tuple(rnd.workers), answered=tuple(answered),
             failed=failed, errors=rnd.errors, delays=rec.draw.delays, latencies=lat,
             decided_at=decision.at if decision else float("nan"), rule=decision.rule if decision else "",

@@ -99,6 +99,8 @@ class LocalBackend(Backend):
         self._out_ref = None
         self._out: SlotArray | None = None
         self._queued: list[Event] = []
+        self._ready: list[int] | None = None     # ready_workers(), until a worker's state changes
+        self._dead: set[int] = set()             # dead workers not yet restarted
         self._sel = selectors.DefaultSelector()
         # the descriptor _select sleeps on for finite waits (-1: not epoll)
         epoll = getattr(selectors, "EpollSelector", None)
@@ -157,6 +159,8 @@ class LocalBackend(Backend):
         old = self._res.handles[j]
         self._res.handles[j] = _Handle(proc, parent, FrameReader(parent.fileno()), pid=proc.pid,
                                        failed_starts=old.failed_starts if old else 0)
+        self._dead.discard(j)
+        self._ready = None
         self._sel.register(parent, selectors.EVENT_READ, (j, "conn"))
         self._sel.register(proc.sentinel, selectors.EVENT_READ, (j, "sentinel"))
         if self._inp is not None:
@@ -184,13 +188,19 @@ class LocalBackend(Backend):
                     self._queued.append(ev)
 
     def ready_workers(self) -> list[int]:
-        return [j for j, h in enumerate(self._res.handles) if h is not None and h.state == "ready"]
+        # asked on every launch and every loop trip: the list is kept, made again
+        # after a change of state (_start, _mark_dead, a "ready" message)
+        if self._ready is None:
+            self._ready = [j for j, h in enumerate(self._res.handles) if h is not None and h.state == "ready"]
+        return list(self._ready)
 
     def worker_pids(self) -> list[int | None]:
         return [h.pid if h is not None and h.state != "dead" else None for h in self._res.handles]
 
     def restart_dead(self) -> list[int]:
         """Start a replacement for every dead worker (does not wait for it to be ready)."""
+        if not self._dead:          # the usual case, asked on every loop trip
+            return []
         started = []
         for j, h in enumerate(self._res.handles):
             if h is not None and h.state == "dead" and h.failed_starts < MAX_FAILED_STARTS:
@@ -210,6 +220,8 @@ class LocalBackend(Backend):
     def _mark_dead(self, j: int) -> None:
         h = self._res.handles[j]
         h.state = "dead"
+        self._dead.add(j)
+        self._ready = None
         h.reader.fd = -1    # its number may be reused once conn is closed: writes now fail (EBADF)
         for obj in (h.conn, h.process.sentinel):
             try:
@@ -492,6 +504,7 @@ class LocalBackend(Backend):
         kind = msg[0]
         if kind == "ready":
             h.state, h.pid, h.failed_starts = "ready", msg[1], 0
+            self._ready = None
             events.append(Event("ready", j, -1, (msg[1],), t))
         elif kind == "init_error":
             events.append(Event("init_error", j, -1, (msg[1],), t))

@@ -132,12 +132,13 @@ class WorkerPool:
         """Round r went to `workers` at t0: their hang limits (seconds after t0),
         silent for hang_timeout past their injected sleep extra[j], counted from
         the oldest task each still has unanswered."""
-        hang_at, outstanding, hang = {}, self.outstanding, self.hang_timeout
+        hang_at, outstanding, hang, task = {}, self.outstanding, self.hang_timeout, (r, t0)
+        inf = math.inf
         for j in workers:
             queue = outstanding[j]
-            queue.append((r, t0))
+            queue.append(task)
             e = extra[j]
-            hang_at[j] = (queue[0][1] - t0) + (e if math.isfinite(e) else 0.0) + hang
+            hang_at[j] = (queue[0][1] - t0) + (e if -inf < e < inf else 0.0) + hang    # e finite (not NaN)
         return hang_at
 
     def ack(self, workers, r: int) -> None:
@@ -145,8 +146,11 @@ class WorkerPool:
         outstanding = self.outstanding
         for j in workers:
             queue = outstanding[j]
-            while queue and queue[0][0] <= r:
-                queue.pop(0)
+            if queue and queue[-1][0] <= r:
+                queue.clear()               # the usual case: its one task
+            else:
+                while queue and queue[0][0] <= r:
+                    queue.pop(0)
 
     def ack_event(self, ev) -> None:
         """The replies of a round event (ev.round >= 0): its worker's, or each of an

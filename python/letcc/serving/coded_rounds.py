@@ -36,7 +36,7 @@ class CodedRounds:
         self._zeros = np.zeros(self.N)
         self._nowhere = np.zeros(self.N, dtype=bool)
         self._zeros.flags.writeable = self._nowhere.flags.writeable = False
-        self._complete_sets: dict = {}        # frozenset of workers -> code.is_complete (_may_complete)
+        self._complete_sets: dict = {}        # workers (a tuple) -> code.is_complete (_may_complete)
 
     # ---- when rounds leave ------------------------------------------------------
 
@@ -84,12 +84,12 @@ class CodedRounds:
     def _may_complete(self, sent, never) -> bool:
         """code.is_complete of the workers of a round that can count, asked of the
         code once per such set (the same set, usually all N, round after round)."""
-        key = frozenset(j for j in sent if not never[j])
+        key = tuple(sent) if never is self._nowhere else tuple(j for j in sent if not never[j])
         hit = self._complete_sets.get(key)
         if hit is None:
             if len(self._complete_sets) > 256:
                 self._complete_sets.clear()
-            hit = self._complete_sets[key] = bool(key) and bool(self.code.is_complete(sorted(key)))
+            hit = self._complete_sets[key] = bool(key) and bool(self.code.is_complete(sorted(set(key))))
         return hit
 
     def _launch(self, reqs: list, workers: list) -> None:

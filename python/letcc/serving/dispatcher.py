@@ -86,8 +86,9 @@ class Context:
         self.flights: dict = {}               # round id -> flight (a task: one id per copy)
 
     def each_flight(self) -> list:
-        """The flights in flight, each once (a flight may hold several round ids)."""
-        return list({id(fl): fl for fl in self.flights.values()}.values())
+        """The flights in flight, each once (a flight may hold several round ids;
+        flights hash by identity)."""
+        return list(dict.fromkeys(self.flights.values()))
 
 
 def _log_report(errors, j: int, text: str) -> None:

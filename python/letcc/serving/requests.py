@@ -153,12 +153,14 @@ class RequestQueue:
             if approximate:
                 st.counts["approximate"] += len(live)
             st.latencies.extend([now - req.t_submit for req, _ in live])
-        answered = tuple(int(j) for j in answered)
-        at = None if nodes is None else tuple(int(nodes[j]) for j in answered)
+        info = None
         for req, i in live:
             value = rows[i]
             if req.want_info:
-                value = (value, RequestInfo(approximate, now - req.t_submit, answered, round_id, at))
+                if info is None:            # made for the first request that asked for it
+                    answered = tuple(int(j) for j in answered)
+                    info = answered, None if nodes is None else tuple(int(nodes[j]) for j in answered)
+                value = (value, RequestInfo(approximate, now - req.t_submit, info[0], round_id, info[1]))
             try:
                 req.future.set_result(value)
             except Exception:                  # InvalidStateError: resolved already
