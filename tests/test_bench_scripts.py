@@ -16,6 +16,8 @@ SCRIPTS = [
     ("round_waiter.py", ["--sizes", "4"], rf"\|\s*4\s*\|\s*2\s*\|\s*{NUMBER}\s*\|\s*{NUMBER}\s*\|\s*{NUMBER}x\s*\|"),
     ("new_set_decode.py", ["--sizes", "4"],
      rf"\|\s*\(4, 8\), 6 answers\s*\|\s*{NUMBER}\s*\|\s*{NUMBER}\s*\|\s*{NUMBER}\s*\|"),
+    ("idle_gap.py", ["--turns", "1", "--runs", "20", "--requests", "10"],
+     rf"\|\s*2\s*\|\s*{NUMBER}\s*\|\s*{NUMBER}x\s*\|\s*{NUMBER}\s*\|\s*{NUMBER}\s*\|\s*{NUMBER}\s*\|"),
 ]
 
 
