@@ -84,7 +84,8 @@ class _Slots:
 
 @pytest.mark.parametrize("make", [lambda: letcc.LeTCC(3, 7), lambda: letcc.BACC(3, 7), lambda: letcc.Uncoded(3)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_encode_into_all_and_some_rows(rng, make, dtype):
+def test_encode_into_all_and_some_rows(rng, make, dtype, monkeypatch):
+    import letcc.runtime.encode_into as encode_mod
     code = make()
     X = rng.standard_normal((code.K, 2, 4)).astype(dtype)
     full = np.asarray(code.encode(X))
@@ -92,6 +93,13 @@ def test_encode_into_all_and_some_rows(rng, make, dtype):
     assert encode_into(code, X, slots) is None
     np.testing.assert_array_equal(slots.buf, full)
     rows = [code.N - 1, 0] if code.N > 2 else [1]
+    # small inputs (up to FULL_ENCODE_MAX_ITEMS coded numbers): every node, each in its own slot
+    slots.buf[...] = np.nan
+    assert encode_mod.FULL_ENCODE_MAX_ITEMS >= slots.buf.size
+    assert encode_into(code, X, slots, rows) is None
+    np.testing.assert_array_equal(slots.buf, full)
+    # larger ones: only the rows asked for, into the first slots
+    monkeypatch.setattr(encode_mod, "FULL_ENCODE_MAX_ITEMS", slots.buf.size - 1)
     pos = encode_into(code, X, slots, rows)
     assert pos.dtype == np.int64 and pos.shape == (code.N,)
     for slot, j in enumerate(rows):

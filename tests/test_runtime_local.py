@@ -288,10 +288,17 @@ class _EncodeLog(letcc.LeTCC):
         return super().encode(X, out=out, rows=rows)
 
 
-def test_only_the_workers_sent_the_round_have_their_inputs_encoded(rng):
+@pytest.mark.parametrize("small", [False, True], ids=["subset encoded", "small: every node encoded"])
+def test_only_the_workers_sent_the_round_have_their_inputs_encoded(rng, monkeypatch, small):
     # Virtual delays: a worker that could never count is not sent the round,
     # and its coded input is not computed; each worker sent the round reads
-    # its own coded input from whichever slot the master put it in.
+    # its own coded input from whichever slot the master put it in. Inputs up
+    # to FULL_ENCODE_MAX_ITEMS coded numbers are encoded for every node (one
+    # cached plan rather than one per set of workers), each worker reading
+    # its own slot.
+    import letcc.runtime.encode_into as encode_mod
+    if not small:
+        monkeypatch.setattr(encode_mod, "FULL_ENCODE_MAX_ITEMS", 0)
     N, K, d, m = 7, 3, 12, 5
     code = _EncodeLog(K, N)
     f = tanh_linear(d, m)
@@ -300,7 +307,8 @@ def test_only_the_workers_sent_the_round_have_their_inputs_encoded(rng):
             X = rng.standard_normal((2 * K, d)).astype(dtype)
             out = ci(X)
             info = ci.last_round
-            assert code.rows_seen[-1] == sorted(info.answered) and len(info.answered) == N - 3
+            assert code.rows_seen[-1] == (None if small else sorted(info.answered)) and len(info.answered) == N - 3
+            assert ci.backend._positions is None if small else ci.backend._positions is not None
             assert_close(out, reference(code, f, X, info.answered), dtype)
         ci.stragglers = None                                  # every worker: one full encode
         X = rng.standard_normal((K, d))

@@ -133,8 +133,8 @@ class RoundEngine:
         else:
             positions = encode_into(self.code, groups, slots, sent if len(sent) < self.N else None)
         backend.set_input_slots(positions)
-        if probe[0]:                    # every worker asked, the first answer taken
-            pool.probe(B, workers if positions is None else sent)
+        if probe[0]:                    # every worker sent the round asked, the first answer taken
+            pool.probe(B, sent)
             before, workers = set(workers), backend.ready_workers()
             if positions is not None:   # a worker ready since the encode has no input
                 workers = [j for j in workers if j in before]
