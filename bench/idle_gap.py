@@ -7,8 +7,8 @@ code run back to back (caches and branch predictors refilled after other process
 idle state), so part of that row's CPU is the gap, not the work. Two measurements, in interleaved
 turns:
 
-1. the machine alone: a fixed piece of Python (300 calls of a one-line function, about 20 us when
-   hot), its thread CPU when run back to back and right after sleeping 0.2, 2 and 10 ms (no letcc
+1. the machine alone: a fixed piece of Python (300 calls of a one-line function, 10-18 us when
+   hot here), its thread CPU when run back to back and right after sleeping 0.2, 2 and 10 ms (no letcc
    running);
 2. CodedServer(LeTCC(8, 16)) serving one caller with one request out (16 worker processes, a
    784 -> 10 linear model, as serving_overhead's partial-1), at max_batch_delay = 0, 0.5 ms and

@@ -108,9 +108,86 @@ def test_encode_into_all_and_some_rows(rng, make, dtype, monkeypatch):
     assert all(pos[j] == -1 for j in range(code.N) if j not in rows)
 
 
+@pytest.mark.parametrize("small", [True, False])
+def test_encode_into_with_nodes_assigned_to_workers(rng, monkeypatch, small):
+    # worker workers[i] computes node rows[i] (the quarantine's assignment): its
+    # slot holds that node's coded input, whether every node was encoded (small
+    # inputs: node r in slot r) or only the rows asked for (first slots)
+    import letcc.runtime.encode_into as encode_mod
+    if not small:
+        monkeypatch.setattr(encode_mod, "FULL_ENCODE_MAX_ITEMS", 0)
+    code = letcc.LeTCC(3, 7)
+    X = rng.standard_normal((code.K, 2, 4))
+    full = np.asarray(code.encode(X))
+    slots = _Slots(code.N, 2, (4,))
+    rows, workers = np.array([5, 0, 3]), np.array([1, 6, 2])
+    pos = encode_into(code, X, slots, rows, workers)
+    assert pos.dtype == np.int64 and pos.shape == (code.N,)
+    assert all(pos[j] == -1 for j in range(code.N) if j not in workers)
+    for node, j in zip(rows, workers):
+        np.testing.assert_allclose(slots.buf[pos[j]], full[node], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(pos[workers], rows if small else np.arange(3))
+
+
 def test_encode_into_integer_inputs_goes_through_a_copy(rng):
     code = letcc.LeTCC(3, 5)
     X = rng.integers(0, 9, size=(3, 2, 4))
     slots = _Slots(code.N, 2, (4,))
     assert encode_into(code, X, slots, [0, 1]) is None       # every slot, in the encode's dtype
     np.testing.assert_array_equal(slots.buf, np.asarray(code.encode(X)))
+
+
+class _LateReadyBackend:
+    """A backend stand-in for RoundEngine.launch: workers 0..2 ready when the
+    round is encoded, worker 3 ready too once the output layout was probed."""
+
+    def __init__(self, n):
+        self.n, self.ready, self.known, self.buf = n, [0, 1, 2], False, None
+        self.submitted = None
+
+    def input_view(self, b, row_shape, dtype, ring=0):
+        if self.buf is None:
+            self.buf = np.zeros((self.n, b) + tuple(row_shape), dtype=dtype)
+        return self.buf, not self.known
+
+    def set_input_slots(self, positions):
+        self.positions = positions
+
+    def ready_workers(self):
+        return list(self.ready)
+
+    def submit(self, r, workers, b, sleep_s, ring=0):
+        self.submitted = list(workers)
+
+
+class _ProbePool:
+    def __init__(self, backend):
+        self.backend, self.probed = backend, []
+
+    def probe(self, b, workers):
+        self.probed.append(list(workers))
+        self.backend.known = True
+        self.backend.ready = [0, 1, 2, 3]       # worker 3 became ready meanwhile
+
+    def sent(self, r, workers, t0, extra):
+        return {j: np.inf for j in workers}
+
+
+def test_a_worker_ready_during_the_probe_joins_the_round_and_the_complete_rule_is_asked_again():
+    # small inputs: every node encoded, so worker 3 (ready only after the probe) has
+    # its input and is sent the round; the caller's may_complete was for workers
+    # 0-2 (False: LeTCC(2, 4) is complete only with all four), so the waiter asks
+    # the code again, and the round of all four ends by "complete", not "all"
+    from letcc.runtime.round import RoundEngine
+
+    backend = _LateReadyBackend(4)
+    pool = _ProbePool(backend)
+    engine = RoundEngine(pool, letcc.LeTCC(2, 4))
+    zeros, nowhere = np.zeros(4), np.zeros(4, dtype=bool)
+    rnd = engine.launch(np.ones((2, 1, 3)), [0, 1, 2], sleep_s=zeros, master_delays=zeros, never=nowhere,
+                        may_complete=False)
+    assert pool.probed == [[0, 1, 2]] and backend.submitted == [0, 1, 2, 3] == rnd.sent
+    for j in range(4):
+        rnd.waiter.result(j, 0.001 * (j + 1))
+    decision = rnd.waiter.decide(1.0)
+    assert decision is not None and decision.rule == "complete" and sorted(decision.answered) == [0, 1, 2, 3]

@@ -173,6 +173,41 @@ def test_worker_killed_mid_round_is_an_erasure_and_comes_back(script_dir, rng):
             assert_exact_round(ci, code, X, out)
 
 
+def rebuilds_until_told(script_dir):
+    """scripted, except that a worker whose initfail<rank> file exists fails to build its model."""
+    if os.path.exists(os.path.join(script_dir, f"initfail{worker_rank()}")):
+        raise RuntimeError(f"no model for worker {worker_rank()} this time")
+    return Scripted(str(script_dir), 0)
+
+
+def test_a_replacement_that_never_builds_is_given_up_and_the_rest_go_on(script_dir, rng):
+    # Worker 2 dies and each replacement fails to build its model: after
+    # MAX_FAILED_STARTS failed starts it is left dead and never started again
+    # (restart_dead's set of workers to restart is empty once more), and the
+    # rounds go on with the others.
+    from letcc.runtime.local_backend import MAX_FAILED_STARTS
+    code = letcc.LeTCC(3, 6)
+    with CodedInference(functools.partial(rebuilds_until_told, str(script_dir)), code) as ci:
+        X = rng.standard_normal((3, D))
+        assert_exact_round(ci, code, X, ci(X))
+        touch(script_dir / "initfail2")
+        touch(script_dir / "kill2")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)     # the death and each failed build
+            out = ci(X)
+            assert 2 in ci.last_round.failed
+            assert_exact_round(ci, code, X, out)
+            for _ in range(400):
+                out = ci(X)
+                assert 2 not in ci.last_round.answered and len(ci.last_round.answered) == 5
+                assert_exact_round(ci, code, X, out)
+                if not ci.backend._dead and ci.backend._res.handles[2].state == "dead":
+                    break       # given up on
+                time.sleep(0.01)
+        assert ci.backend._res.handles[2].failed_starts == MAX_FAILED_STARTS
+        assert ci.backend.restart_dead() == [] and ci.backend.ready_workers() == [0, 1, 3, 4, 5]
+
+
 def test_worker_that_raises_is_erased_and_reported(script_dir, rng):
     code = letcc.BACC(2, 5)
     with CodedInference(functools.partial(scripted, script_dir), code) as ci:

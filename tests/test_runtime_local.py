@@ -264,8 +264,15 @@ def test_last_round_made_when_asked_reads_what_the_round_kept(rng):
             assert (info.latencies[list(info.answered)] >= 0).all()
         assert len({i.round_id for i in seen}) == 3
         ci(rng.standard_normal((K, d)))
-        ci(rng.standard_normal((K, d)))           # not asked between these two rounds
-        assert ci.last_round.round_id == seen[-1].round_id + 2
+        X = rng.standard_normal((K, d))
+        out = ci(X)                               # not asked between these two rounds
+        assert ci._last_info is None              # made when read, not at the round's end
+        ci.ready_workers()                        # events between rounds (a pump) change nothing of it
+        ci.wait_ready()
+        info = ci.last_round
+        assert info.round_id == seen[-1].round_id + 2 and len(info.answered) == N - 2
+        assert_close(out, reference(ci.code, f, X, info.answered), np.float64)
+        assert np.isnan(info.latencies[[j for j in range(N) if j not in info.answered]]).all()
         ci.stragglers = None
         ci(rng.standard_normal((K, d)))
         info = ci.last_round
@@ -288,8 +295,8 @@ class _EncodeLog(letcc.LeTCC):
         return super().encode(X, out=out, rows=rows)
 
 
-@pytest.mark.parametrize("small", [False, True], ids=["subset encoded", "small: every node encoded"])
-def test_only_the_workers_sent_the_round_have_their_inputs_encoded(rng, monkeypatch, small):
+@pytest.mark.parametrize("small", [False, True], ids=["large inputs: subset encoded", "small: every node encoded"])
+def test_the_workers_sent_the_round_read_their_own_coded_inputs(rng, monkeypatch, small):
     # Virtual delays: a worker that could never count is not sent the round,
     # and its coded input is not computed; each worker sent the round reads
     # its own coded input from whichever slot the master put it in. Inputs up
@@ -436,6 +443,29 @@ def test_bernoulli_and_all_late_raise_timeout(rng):
             else:
                 ci(X)
                 assert sorted(ci.last_round.answered) == draw.available.tolist()
+
+
+@pytest.mark.parametrize("small", [True, False], ids=["every node encoded", "subset encoded"])
+def test_a_first_round_sent_to_nobody_times_out_and_the_next_learns_the_layout(rng, monkeypatch, small):
+    # Every worker drawn never to answer (virtual time) on the round that would
+    # learn the output layout: nobody is sent the round, so nobody is probed;
+    # it ends at its deadline like any round without answers, and the next
+    # round with workers probes and decodes.
+    import letcc.runtime.encode_into as encode_mod
+    if not small:
+        monkeypatch.setattr(encode_mod, "FULL_ENCODE_MAX_ITEMS", 0)
+    code = letcc.LeTCC(2, 4)
+    never = Empirical([np.inf])                 # every worker, every round
+    with CodedInference(functools.partial(tanh_linear, 3, 2), code, stragglers=never, deadline=0.05) as ci:
+        with pytest.raises(TimeoutError, match=r"no worker answered by the deadline of 0.05 s"):
+            ci(rng.standard_normal((2, 3)))
+        assert ci.last_round.answered == () and ci.last_round.rule == "deadline"
+        assert ci.last_round.dispatched == (0, 1, 2, 3) and ci.backend.output_spec() is None
+        ci.stragglers = FixedCount(1)
+        X = rng.standard_normal((2, 3))
+        out = ci(X)
+        assert len(ci.last_round.answered) == 3
+        assert_close(out, reference(code, tanh_linear(3, 2), X, ci.last_round.answered), np.float64)
 
 
 def test_sleep_mode_waits_for_real_and_answers_the_same_set(rng):

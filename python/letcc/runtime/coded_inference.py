@@ -10,7 +10,8 @@ slots and pipes for the object store and ``ray.wait``)::
     draw: delays of this round (straggler model), its count and deadline
     encode: code.encode(out=, rows=sent) -> input slots (shared memory, one
       |                            segment, (N, B, ...); the workers sent the
-      |                            round take the first slots, in order)
+      |                            round take the first slots, in order; small
+      |                            inputs: every node, worker j's in slot j)
       | [new input layout: one worker probed for the output row shape]
     dispatch:
       | ctl: round wanted from j, j's input slot, a fresh answer count for the round
@@ -342,8 +343,9 @@ class CodedInference:
         """encode + dispatch (RoundEngine.launch). With virtual delays, a worker
         whose delay is infinite could never count: it is not sent the round (so
         its compute does not slow the others down on a shared machine) and its
-        coded input is not computed; with real sleeps it is sent the round and
-        sleeps."""
+        coded input is not computed (unless the inputs are small enough that
+        encoding every node is cheaper: encode_into); with real sleeps it is
+        sent the round and sleeps."""
         workers = self._pool.backend.ready_workers() or self._pool.await_any_ready()
         skip = d.never if d.virtual and d.never is not self._nowhere else None    # None: all sent
         return self._engine.launch(groups, workers, skip=skip, sleep_s=d.sleep_s,

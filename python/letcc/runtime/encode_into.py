@@ -34,9 +34,10 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 # round), and below this size building it costs more than encoding every row.
 # Measured (LeTCC, float32, N - N/4 rows of N, one core): N = 16, d = 8 / 256 /
 # 784: every row 1.2 / 1.8 / 3.6 us against a new subset's 9.4 / 12.0 / 9.5 us
-# (a cached subset's 3.5-5.5 us); N = 64, d = 256: 8.8 against 16.9 us; from
-# N x d ~ 50000 the subset is as fast or faster (N = 16, d = 3072: 11.2 vs
-# 15.7 us; d = 12288: 45.6 vs 46.2 us).
+# (a cached subset's 3.5-5.5 us); N = 64, d = 256: 8.8 against 16.9 us. The
+# two meet near N x d = 200000 (N = 16, d = 3072: 11.2 vs 15.7 us; d = 12288:
+# 45.6 vs 46.2 us), and beyond it the subset is cheaper (d = 49152: 191 vs
+# 157 us); 2^15 stays well on the side where every row wins.
 FULL_ENCODE_MAX_ITEMS = 1 << 15
 
 
@@ -69,8 +70,13 @@ def _encode_assigned(code, X, get_slots, rows, workers):
     """encode_into with worker workers[i] computing node rows[i]."""
     positions = np.full(code.N, -1, dtype=np.int64)
     if X.dtype in _FLOATS and len(rows) < code.N:
-        code.encode(X, out=get_slots(X.dtype)[:len(rows)], rows=rows)
-        positions[workers] = np.arange(len(rows))
+        slots = get_slots(X.dtype)
+        if slots.size > FULL_ENCODE_MAX_ITEMS:
+            code.encode(X, out=slots[:len(rows)], rows=rows)
+            positions[workers] = np.arange(len(rows))
+            return positions
+        code.encode(X, out=slots)            # small: every node, each in its own slot
+        positions[workers] = rows
         return positions
     encode_into(code, X, get_slots)         # every node, in its own slot
     positions[workers] = rows

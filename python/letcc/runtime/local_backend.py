@@ -100,7 +100,7 @@ class LocalBackend(Backend):
         self._out: SlotArray | None = None
         self._queued: list[Event] = []
         self._ready: list[int] | None = None     # ready_workers(), until a worker's state changes
-        self._dead: set[int] = set()             # dead workers not yet restarted
+        self._dead: set[int] = set()             # dead workers restart_dead has yet to restart
         self._sel = selectors.DefaultSelector()
         # the descriptor _select sleeps on for finite waits (-1: not epoll)
         epoll = getattr(selectors, "EpollSelector", None)
@@ -202,10 +202,12 @@ class LocalBackend(Backend):
         if not self._dead:          # the usual case, asked on every loop trip
             return []
         started = []
-        for j, h in enumerate(self._res.handles):
-            if h is not None and h.state == "dead" and h.failed_starts < MAX_FAILED_STARTS:
-                self._start(j)
+        for j in sorted(self._dead):
+            if self._res.handles[j].failed_starts < MAX_FAILED_STARTS:
+                self._start(j)      # (no longer dead)
                 started.append(j)
+            else:
+                self._dead.discard(j)   # given up on: it stays dead, never asked again
         return started
 
     def kill(self, j: int) -> None:

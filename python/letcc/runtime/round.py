@@ -96,8 +96,10 @@ class RoundEngine:
 
     def launch(self, groups: np.ndarray, workers: list, *, ring: int = 0, skip=None, sleep_s, master_delays,
                never, count=None, deadline=None, may_complete=None, errors=None) -> Round:
-        """Encode ``groups`` (K, B, ...) for the workers sent the round, probe the
-        output layout if it is unknown, submit, and start the waiting rule.
+        """Encode ``groups`` (K, B, ...) for the workers sent the round (small
+        inputs: for every node, encode_into), probe the output layout if it is
+        unknown (the workers sent the round; nobody when none is), submit, and
+        start the waiting rule.
 
         workers : the ready workers; skip : (N,) bool or None, those not sent the
         round (virtual time: they could never count); sleep_s : (N,) injected
@@ -133,12 +135,17 @@ class RoundEngine:
         else:
             positions = encode_into(self.code, groups, slots, sent if len(sent) < self.N else None)
         backend.set_input_slots(positions)
-        if probe[0]:                    # every worker sent the round asked, the first answer taken
+        # every worker sent the round asked, the first answer taken; a round sent to nobody
+        # (every worker skipped) has no output to lay out: the next round probes
+        if probe[0] and sent:
             pool.probe(B, sent)
             before, workers = set(workers), backend.ready_workers()
             if positions is not None:   # a worker ready since the encode has no input
                 workers = [j for j in workers if j in before]
+            probed = sent
             sent = list(workers) if skip is None else [j for j in workers if not skip[j]]
+            if sent != probed:
+                may_complete = None     # the caller's answer was for other workers: ask again
         self.last_id += 1
         r = self.last_id
         t0 = time.perf_counter()

@@ -23,8 +23,8 @@ class RoundInfo:
     failed : {worker: reason} for erasures that are not plain lateness:
         "not ready" (being replaced), "died", "raised", "hung"
     errors : {worker: text} what went wrong (tracebacks, exit codes)
-    delays : (N,) injected straggler delays (0 without a straggler model; inf:
-        never answers)
+    delays : (N,) injected straggler delays (0 without a straggler model, then
+        one read-only array shared by the rounds; inf: never answers)
     latencies : (N,) virtual answer time after dispatch (real + injected delay;
         nan: no answer this round)
     decided_at : virtual time after dispatch at which the answering set was final
