@@ -3,6 +3,8 @@ how many at most; and the argument checks. The runtime's use of it is tested in
 tests/test_quarantine_runtime.py."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -152,15 +154,29 @@ def test_as_quarantine_defaults_binding_and_refusals():
     assert Quarantine().assigns_nodes and not Quarantine(top_alpha=None).assigns_nodes
 
 
-def test_binomial_tail_against_scipy():
+def _binomial_tail_exact(t: int, a: int, p: float) -> float:
+    """P(X >= t), X ~ Binomial(a, p), in exact rational arithmetic (p as the float it is)."""
+    from fractions import Fraction
+    P = Fraction(p)
+    return float(sum(math.comb(a, k) * P ** k * (1 - P) ** (a - k) for k in range(max(t, 0), a + 1)))
+
+
+def test_binomial_tail_against_exact_sums_and_scipy():
+    # exact sums as the reference: scipy's binom.sf is off by ~3e-4 relative far out
+    # in the tail (a = 118, t = 86, p = 2.1e-4: 3.6161e-288 against the exact
+    # 3.6173e-288, which binomial_tail matches to 2e-13); scipy where it is exact enough
     from scipy.stats import binom
     rng = np.random.default_rng()
     for _ in range(200):
         a = int(rng.integers(1, 120))
         t = int(rng.integers(-1, a + 3))
         p = float(rng.choice([rng.random(), rng.random() * 0.05, 0.0, 1.0]))
+        got = binomial_tail(t, a, p)
+        assert got == pytest.approx(_binomial_tail_exact(t, a, p), rel=1e-9, abs=1e-300), (t, a, p)
         want = 1.0 if t <= 0 else float(binom.sf(t - 1, a, p))
-        assert binomial_tail(t, a, p) == pytest.approx(want, rel=1e-9, abs=1e-300)
+        if want > 1e-200:
+            assert got == pytest.approx(want, rel=1e-9), (t, a, p)
+    assert binomial_tail(86, 118, 0.00020991128562407036) == pytest.approx(3.617315287769943e-288, rel=1e-12)
 
 
 def top_reference(stream, alpha, W, rounds):
