@@ -207,6 +207,41 @@ def test_the_probe_takes_the_first_answer_and_late_probe_replies_are_no_round_an
     assert s.stats()["last_errors"] == []      # the late probe error is nobody's round error
 
 
+def test_replies_to_a_round_that_ended_are_counted_stale_each_once(scripted_backend, rng):
+    # a round decided on the first N - 1 answers; its last answer, then a batch of
+    # repeated answers ("answers": three workers at once), a late error and a
+    # cancelled reply all come after it ended: each reply counts once as stale, an
+    # "answers" event as many as it carries, and none of them is an error
+    K, N = 2, 4
+    code = letcc.LeTCC(K, N)
+    X = rng.random((K, D))
+    with CodedServer(lambda: None, code, wait_for=N - 1, max_batch_delay=1e6, hang_timeout=1e6) as s:
+        be = ScriptedBackend.last
+        futs = [s.submit(x) for x in X]
+        be.wait_for(lambda: len(be.probes) == N, "every worker asked for the output shape")
+        be.reply("probe", 0, be.probes[0][1], (1, 3), "<f8")
+        be.wait_for(lambda: len(be.submitted) == 1, "the round submitted")
+        r = be.submitted[0][0]
+        for j in range(N - 1):
+            be.answer(j, r)
+        got = np.stack([f.result(WAIT) for f in futs])
+        assert s.stats()["stale"] == 0
+        be.answer(N - 1, r)
+        t = time.perf_counter()
+        be.events.put(Event("answers", -1, r, ((0, 1, 2), (t, t, t)), t))
+        be.reply("error", 3, r, "Traceback: raised after the round")
+        be.reply("cancelled", 2, r)
+        deadline = time.monotonic() + WAIT
+        while s.stats()["stale"] < 6 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        st = s.stats()
+    assert st["stale"] == 6 and st["errors"] == 0 and st["completed"] == K and st["rounds"] == 1
+    coded = np.asarray(code.encode(X.reshape(1, K, D).swapaxes(0, 1)))
+    Y = np.stack([f_ref(coded[j]) for j in range(N)])
+    want = np.asarray(code.decode(Y[:N - 1], np.arange(N - 1))).swapaxes(0, 1).reshape(K, -1)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
 def test_the_probe_fails_only_when_every_worker_failed_it(scripted_backend, rng):
     K, N = 2, 4
     code = letcc.LeTCC(K, N)

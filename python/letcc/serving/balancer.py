@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from letcc.runtime.backend import answer_count
 from letcc.runtime.worker_pool import death_text
 from letcc.serving.flights import Copy, TaskFlight, copy_inputs
 from letcc.serving.hedged import Hedged, LatencyWindow
@@ -165,7 +166,7 @@ class Balancer:
         self._lost_copy(fl)
 
     def on_stale(self, ev) -> None:
-        self.ctx.stats.add(stale=1)
+        self.ctx.stats.add(stale=answer_count(ev))
 
     def on_died(self, ev) -> None:
         ctx = self.ctx

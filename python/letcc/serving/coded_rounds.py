@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from letcc.runtime.backend import answer_count
 from letcc.serving.flights import CodedFlight, pad_groups
 
 __all__ = ["CodedRounds"]
@@ -130,7 +131,7 @@ class CodedRounds:
             self._end(fl, (), exc=fl.rnd.error)
 
     def on_stale(self, ev) -> None:
-        self.ctx.stats.add(stale=1)
+        self.ctx.stats.add(stale=answer_count(ev))
 
     def on_died(self, ev) -> None:
         self.engine.worker_died([fl.rnd for fl in self.ctx.each_flight()], ev)

@@ -71,7 +71,8 @@ class Mode(Protocol):
         """A worker died: an erasure in every flight it was in."""
 
     def on_stale(self, ev) -> None:
-        """An answer of no flight in flight (a round that ended): counted."""
+        """Replies of no flight in flight (a round that ended): counted, each
+        answer of an "answers" event (backend.answer_count)."""
 
     def check(self, now: float) -> None:
         """End what is decided, past its deadline or hung."""
@@ -188,7 +189,10 @@ class Dispatcher:
             if ev.round >= 0:
                 pool.ack_event(ev)
                 fl = flights.get(ev.round)
-                if fl is not None and (mode.batch_answers or ev.kind != "answers"):
+                if fl is None:              # a round that ended: every reply of it, at once
+                    mode.on_stale(ev)
+                    continue
+                if mode.batch_answers or ev.kind != "answers":
                     mode.on_event(fl, ev)
                     continue
                 for e in each_answer(ev):    # one by one (an answer may end the flight)
