@@ -73,7 +73,7 @@ from letcc.codes._base import Code
 from letcc.runtime._devices import resolve_devices
 from letcc.runtime.backend import answer_count
 from letcc.runtime.quarantine import as_quarantine
-from letcc.runtime.round import Round, RoundEngine
+from letcc.runtime.round import Round, RoundEngine, no_delays
 from letcc.runtime.round_info import RoundInfo
 from letcc.runtime.worker_pool import WorkerPool
 from letcc.stragglers import check_stragglers, delay_sampler
@@ -185,9 +185,7 @@ class CodedInference:
         quarantine = as_quarantine(quarantine, code)      # checked before any worker starts
         self.adversaries = as_adversary_model(adversaries)
         self.adversary_rng = np.random.default_rng(self.rng.integers(2 ** 63)) if self.adversaries else None
-        self._zeros = np.zeros(self.N)            # a round's delays without a straggler model
-        self._nowhere = np.zeros(self.N, dtype=bool)
-        self._zeros.flags.writeable = self._nowhere.flags.writeable = False
+        self._zeros, self._nowhere = no_delays(self.N)     # delays, never: a round without stragglers
         self._last: tuple | None = None           # (record, replaced) of the latest round
         self._last_info: RoundInfo | None = None  # last_round, made when first asked for
         self._pool = WorkerPool(self.N, backend, model_factory, resolve_devices(devices, self.N), threads_per_worker,

@@ -56,12 +56,11 @@ def encode_into(code, X: np.ndarray, get_slots, rows=None, workers=None):
         get_slots(coded.dtype)[...] = coded
         return None
     slots = get_slots(X.dtype)
-    n_workers = code.N
-    if rows is None or len(rows) in (0, n_workers) or slots.size <= FULL_ENCODE_MAX_ITEMS:
+    if _every_node(code, X, rows):
         code.encode(X, out=slots)
         return None
     code.encode(X, out=slots[:len(rows)], rows=rows)
-    positions = np.full(n_workers, -1, dtype=np.int64)
+    positions = np.full(code.N, -1, dtype=np.int64)
     positions[np.asarray(rows, dtype=np.int64)] = np.arange(len(rows))
     return positions
 
@@ -69,15 +68,18 @@ def encode_into(code, X: np.ndarray, get_slots, rows=None, workers=None):
 def _encode_assigned(code, X, get_slots, rows, workers):
     """encode_into with worker workers[i] computing node rows[i]."""
     positions = np.full(code.N, -1, dtype=np.int64)
-    if X.dtype in _FLOATS and len(rows) < code.N:
-        slots = get_slots(X.dtype)
-        if slots.size > FULL_ENCODE_MAX_ITEMS:
-            code.encode(X, out=slots[:len(rows)], rows=rows)
-            positions[workers] = np.arange(len(rows))
-            return positions
-        code.encode(X, out=slots)            # small: every node, each in its own slot
-        positions[workers] = rows
+    if X.dtype in _FLOATS and not _every_node(code, X, rows):
+        code.encode(X, out=get_slots(X.dtype)[:len(rows)], rows=rows)
+        positions[workers] = np.arange(len(rows))
         return positions
     encode_into(code, X, get_slots)         # every node, in its own slot
     positions[workers] = rows
     return positions
+
+
+def _every_node(code, X: np.ndarray, rows) -> bool:
+    """Whether every node is encoded: all of them asked for (or none: rows
+    empty), or inputs of FULL_ENCODE_MAX_ITEMS coded numbers or fewer for the
+    N workers (X (K, B, ...): N x B x ... of them)."""
+    return (rows is None or len(rows) in (0, code.N)
+            or code.N * (X.size // X.shape[0]) <= FULL_ENCODE_MAX_ITEMS)

@@ -40,7 +40,7 @@ from letcc.runtime.encode_into import encode_into
 from letcc.runtime.virtual_time import round_waiter
 from letcc.runtime.worker_pool import WorkerPool, death_text
 
-__all__ = ["Round", "RoundEngine", "ungroup"]
+__all__ = ["Round", "RoundEngine", "no_delays", "ungroup"]
 
 
 def _worker_of(nodes):
@@ -50,6 +50,15 @@ def _worker_of(nodes):
     inverse = np.empty_like(nodes)
     inverse[nodes] = np.arange(nodes.size)
     return lambda n: int(inverse[n])
+
+
+def no_delays(N: int) -> tuple[np.ndarray, np.ndarray]:
+    """(delays, never) of a round whose N workers have no injected delay: (N,)
+    zeros and (N,) False, read-only, made once by a driver and passed to every
+    such launch (sleep_s, master_delays, never)."""
+    zeros, nowhere = np.zeros(N), np.zeros(N, dtype=bool)
+    zeros.flags.writeable = nowhere.flags.writeable = False
+    return zeros, nowhere
 
 
 def ungroup(est, B: int, K: int) -> np.ndarray:

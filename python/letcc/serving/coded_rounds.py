@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from letcc.runtime.backend import answer_count
+from letcc.runtime.round import no_delays
 from letcc.serving.flights import CodedFlight, pad_groups
 
 __all__ = ["CodedRounds"]
@@ -34,9 +35,7 @@ class CodedRounds:
         self._draw, self._count, self._rng = draw, count, rng
         self.max_batch_delay, self.max_groups = max_batch_delay, max_groups
         # master-side delays of every round (the injected ones are real sleeps): read-only
-        self._zeros = np.zeros(self.N)
-        self._nowhere = np.zeros(self.N, dtype=bool)
-        self._zeros.flags.writeable = self._nowhere.flags.writeable = False
+        self._zeros, self._nowhere = no_delays(self.N)
         self._complete_sets: dict = {}        # workers (a tuple) -> code.is_complete (_may_complete)
 
     # ---- when rounds leave ------------------------------------------------------
