@@ -61,6 +61,12 @@ inline LocatorCoeffs locator_coeffs(const ReinschFactor& f) {
 // layout with rows tw apart).
 inline std::size_t locator_buffer_size(std::int64_t n, std::size_t tw) { return gamma_rows(n) * tw; }
 
+// The rescoring kernel's blocks (locator_kernel.hpp's rescore_tile), in
+// vectors of columns, and the doubles of scratch it takes: one accumulator
+// vector (at most 8 lanes) for each of the n nx products and nd distances.
+constexpr std::size_t kRescoreBlock = 8;
+inline std::size_t rescore_buffer_size(std::size_t n, std::size_t nx, std::size_t nd) { return (n * nx + nd) * 8; }
+
 // What one pass adds up: rss (n), d1 (n - 1), d2 (n - 2) packed as
 // sums[i], sums[n + i], sums[2 n + i] (d1[i] = ||y_i - y_{i+1}||^2,
 // d2[i] = ||y_i - y_{i+2}||^2); with `pairs`, also the adjacent residuals'

@@ -21,6 +21,7 @@
 // builds, never between runs).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -297,86 +298,148 @@ LETCC_LOC_INLINE void locator_tile(const PlanTables& p, const LocatorCoeffs& rc_
 
 // The rescoring pass (locator_rescore.hpp) over columns [c0, c0 + tw) of
 // the rows rows[0 .. n): the residual rows r_x = sum_j ihx[x][j] y_j of the
-// answers X (nx of them, into buf: nx rows of tw doubles), then
-// out[j nx + x] = y_j . r_x and out[n nx + t] = ||y_{da[t]} - y_{db[t]}||^2
-// (nd of them). float64 arithmetic. r_x is formed 4 vectors of columns at a
-// time with the rows inner (4 independent multiply-add chains, each row's
-// elements read once from memory); the dot products run along each row in
-// 4 accumulators (vector v into accumulator v mod 4 in whole groups of 4,
-// the rest into the first; added (0 + 1) + (2 + 3)), from the tile the
-// first loop brought into cache. prefetch_cols as locator_tile's.
+// answers X (nx of them), then out[j nx + x] = y_j . r_x and
+// out[n nx + t] = ||y_{da[t]} - y_{db[t]}||^2 (nd of them). float64
+// arithmetic, in a fixed order: the same sums whatever thread runs the tile.
+//
+// The tile is taken a few vectors of columns at a time (rescore_chunk): the
+// residuals of up to 4 answers of X over those columns are formed in 8
+// registers (8 independent multiply-add chains; every element loaded once
+// for all of them; up to 16 with AVX-512), and the products y_j . r_x over the same columns taken
+// at once, with the residuals still in registers and the rows in L1, into
+// one vector accumulator per product (the scratch, rescore_buffer_size).
+// The first version formed the whole tile's residual rows, one chain a row,
+// then read every row back from L2 against them: 1.5-2x the time at m =
+// 1000 - 10^5 (bench/results/robust_decode.md). The next tile's rows are
+// prefetched one 64-byte line at a time as the residuals' loop reads the
+// same columns of this one (a burst of all of them fills the miss queue).
+
+// The residuals of answers x0 .. x0 + XB - 1 of X over VB vectors from
+// column col, then their products with every row added to acc.
+template <class T, int W, int XB, int VB>
+LETCC_LOC_INLINE void rescore_chunk(const double* ihx, std::size_t x0, std::size_t nx, std::size_t n,
+                                    const T* const* rows, std::size_t col, double* acc, std::size_t prefetch_cols) {
+    using V = typename LocVec<W>::V;
+    V r[XB][VB];
+    for (int x = 0; x < XB; ++x)
+        for (int v = 0; v < VB; ++v) r[x][v] = loc_set1<W>(0.0);
+    for (std::size_t j = 0; j < n; ++j) {
+        const T* y = rows[j] + col;
+#if defined(__GNUC__)
+        if (prefetch_cols) {
+            const char* nxt = reinterpret_cast<const char*>(y + prefetch_cols);
+            for (std::size_t b = 0; b < VB * W * sizeof(T); b += 64) __builtin_prefetch(nxt + b, 0, 1);
+        }
+#endif
+        V yv[VB];
+        for (int v = 0; v < VB; ++v) yv[v] = loc_load<W>(y + v * W);
+        for (int x = 0; x < XB; ++x) {
+            const V vw = loc_set1<W>(ihx[(x0 + x) * n + j]);
+            for (int v = 0; v < VB; ++v) r[x][v] += vw * yv[v];
+        }
+    }
+    // sum_v y_v r[x][v] in two chains (even and odd v), added to acc
+    for (std::size_t j = 0; j < n; ++j) {
+        V yv[VB];
+        for (int v = 0; v < VB; ++v) yv[v] = loc_load<W>(rows[j] + col + v * W);
+        for (int x = 0; x < XB; ++x) {
+            V e = yv[0] * r[x][0], o = loc_set1<W>(0.0);
+            for (int v = 1; v < VB; ++v) {
+                if (v % 2) o += yv[v] * r[x][v];
+                else e += yv[v] * r[x][v];
+            }
+            double* a = acc + (j * nx + x0 + x) * W;
+            loc_store<W>(a, loc_load<W>(a) + (e + o));
+        }
+    }
+}
+
+// ||y_a - y_b||^2 over NV vectors from column col, added to acc
+template <class T, int W, int NV>
+LETCC_LOC_INLINE void rescore_distances(const T* const* rows, const std::size_t* da, const std::size_t* db,
+                                        std::size_t nd, std::size_t col, double* acc) {
+    using V = typename LocVec<W>::V;
+    for (std::size_t t = 0; t < nd; ++t) {
+        const T* ya = rows[da[t]] + col;
+        const T* yb = rows[db[t]] + col;
+        V e = loc_set1<W>(0.0), o = e;
+        for (int v = 0; v < NV; ++v) {
+            const V d = loc_load<W>(ya + v * W) - loc_load<W>(yb + v * W);
+            if (v % 2) o += d * d;
+            else e += d * d;
+        }
+        double* a = acc + t * W;
+        loc_store<W>(a, loc_load<W>(a) + (e + o));
+    }
+}
+
 template <class T, int W>
 LETCC_LOC_INLINE void rescore_tile(const double* ihx, std::size_t nx, std::size_t n, const T* const* rows,
                                    const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0,
                                    std::size_t tw, double* buf, double* out, std::size_t prefetch_cols) {
-    using V = typename LocVec<W>::V;
+    constexpr std::size_t B = kRescoreBlock;
+    static_assert(B == 8, "the chunks below cover 8 vectors");
     const std::size_t full = tw / W * W;
-    const std::size_t group = 4 * static_cast<std::size_t>(W);
-#if defined(__GNUC__)
-    if (prefetch_cols)
-        for (std::size_t j = 0; j < n; ++j) {
-            const char* nxt = reinterpret_cast<const char*>(rows[j] + c0 + prefetch_cols);
-            for (std::size_t b = 0; b < tw * sizeof(T); b += 64) __builtin_prefetch(nxt + b, 0, 1);
-        }
-#endif
-    for (std::size_t x = 0; x < nx; ++x) {
-        const double* w = ihx + x * n;
-        double* r = buf + x * tw;
-        std::size_t c = 0;
-        for (; c + group <= full; c += group) {
-            V a0 = loc_set1<W>(0.0), a1 = a0, a2 = a0, a3 = a0;
-            for (std::size_t j = 0; j < n; ++j) {
-                const T* y = rows[j] + c0 + c;
-                const V vw = loc_set1<W>(w[j]);
-                a0 += vw * loc_load<W>(y);
-                a1 += vw * loc_load<W>(y + W);
-                a2 += vw * loc_load<W>(y + 2 * W);
-                a3 += vw * loc_load<W>(y + 3 * W);
+    const std::size_t np = n * nx + nd;
+    double* acc = buf;                      // np vectors: the products' accumulators
+    for (std::size_t i = 0; i < np * W; ++i) acc[i] = 0.0;
+    std::size_t c = 0;
+    for (; c + B * W <= full; c += B * W) {
+        const std::size_t col = c0 + c;
+        for (std::size_t x0 = 0; x0 < nx;) {
+            const std::size_t xb = std::min<std::size_t>(4, nx - x0);
+            const std::size_t pf = x0 == 0 ? prefetch_cols : 0;
+            // XB VB residual vectors in registers: 8 where the build has 16
+            // vector registers, up to 16 with AVX-512's 32 (fewer products
+            // to add to their accumulators per chunk)
+            constexpr int wide = W == 8 ? 2 : 1;
+            if (xb == 1) {
+                rescore_chunk<T, W, 1, 8>(ihx, x0, nx, n, rows, col, acc, pf);
+            } else if (xb == 2) {
+                for (int v = 0; v < 8; v += 4 * wide)
+                    rescore_chunk<T, W, 2, 4 * wide>(ihx, x0, nx, n, rows, col + v * W, acc, pf);
+            } else if (xb == 3) {
+                for (int v = 0; v < 8; v += 2 * wide)
+                    rescore_chunk<T, W, 3, 2 * wide>(ihx, x0, nx, n, rows, col + v * W, acc, pf);
+            } else {
+                for (int v = 0; v < 8; v += 2 * wide)
+                    rescore_chunk<T, W, 4, 2 * wide>(ihx, x0, nx, n, rows, col + v * W, acc, pf);
             }
-            loc_store<W>(r + c, a0);
-            loc_store<W>(r + c + W, a1);
-            loc_store<W>(r + c + 2 * W, a2);
-            loc_store<W>(r + c + 3 * W, a3);
+            x0 += xb;
         }
-        for (; c < full; c += W) {
-            V a = loc_set1<W>(0.0);
-            for (std::size_t j = 0; j < n; ++j) a += loc_set1<W>(w[j]) * loc_load<W>(rows[j] + c0 + c);
-            loc_store<W>(r + c, a);
-        }
-        for (; c < tw; ++c) {
-            double a = 0.0;
-            for (std::size_t j = 0; j < n; ++j) a += w[j] * static_cast<double>(rows[j][c0 + c]);
-            r[c] = a;
-        }
+        rescore_distances<T, W, 8>(rows, da, db, nd, col, acc + n * nx * W);
     }
-    // sum_c a[c] b[c] (b_diff: of (a - b)^2 instead) in the 4 accumulators
-    const auto dot = [&](const T* a, const double* r, const T* b) LETCC_LOC_LAMBDA {
-        V s0 = loc_set1<W>(0.0), s1 = s0, s2 = s0, s3 = s0;
-        std::size_t c = 0;
-        const auto term = [&](std::size_t k) LETCC_LOC_LAMBDA {
-            if (b == nullptr) return loc_load<W>(a + k) * loc_load<W>(r + k);
-            const V e = loc_load<W>(a + k) - loc_load<W>(b + k);
-            return e * e;
-        };
-        for (; c + group <= full; c += group) {
-            s0 += term(c);
-            s1 += term(c + W);
-            s2 += term(c + 2 * W);
-            s3 += term(c + 3 * W);
+    for (; c < full; c += W) {
+        for (std::size_t x = 0; x < nx; ++x) rescore_chunk<T, W, 1, 1>(ihx, x, nx, n, rows, c0 + c, acc, 0);
+        rescore_distances<T, W, 1>(rows, da, db, nd, c0 + c, acc + n * nx * W);
+    }
+    // the tail's columns (fewer than W), column full + k into lane k
+    double tail[8];
+    std::vector<double> rt;
+    if (full < tw) {
+        rt.assign(nx * (tw - full), 0.0);
+        for (std::size_t x = 0; x < nx; ++x)
+            for (std::size_t k = full; k < tw; ++k) {
+                double a = 0.0;
+                for (std::size_t j = 0; j < n; ++j) a += ihx[x * n + j] * static_cast<double>(rows[j][c0 + k]);
+                rt[x * (tw - full) + (k - full)] = a;
+            }
+    }
+    for (std::size_t i = 0; i < np; ++i) {
+        for (int t = 0; t < W; ++t) tail[t] = 0.0;
+        for (std::size_t k = full; k < tw; ++k) {
+            double e;
+            if (i < n * nx) {
+                e = static_cast<double>(rows[i / nx][c0 + k]) * rt[(i % nx) * (tw - full) + (k - full)];
+            } else {
+                const std::size_t t = i - n * nx;
+                e = static_cast<double>(rows[da[t]][c0 + k]) - static_cast<double>(rows[db[t]][c0 + k]);
+                e *= e;
+            }
+            tail[k - full] = e;
         }
-        for (; c < full; c += W) s0 += term(c);
-        double tail[W] = {0};
-        for (; c < tw; ++c) {
-            const double e = b == nullptr ? static_cast<double>(a[c]) * r[c]
-                                          : (static_cast<double>(a[c]) - static_cast<double>(b[c])) *
-                                                (static_cast<double>(a[c]) - static_cast<double>(b[c]));
-            tail[c - full] += e;
-        }
-        return loc_sum<W>((s0 + s1) + (s2 + s3), tail);
-    };
-    for (std::size_t j = 0; j < n; ++j)
-        for (std::size_t x = 0; x < nx; ++x) out[j * nx + x] = dot(rows[j] + c0, buf + x * tw, nullptr);
-    for (std::size_t t = 0; t < nd; ++t) out[n * nx + t] = dot(rows[da[t]] + c0, nullptr, rows[db[t]] + c0);
+        out[i] = loc_sum<W>(loc_load<W>(acc + i * W), tail);
+    }
 }
 
 }  // namespace kernels

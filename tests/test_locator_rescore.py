@@ -35,6 +35,8 @@ def erasure_sets(rng, n, pairs=False):
     sets = [[0], [n - 1], [int(rng.integers(1, n - 1))], [n // 2, n // 2 + 1], [1, 3]]
     if n >= 7:
         sets += [sorted(rng.choice(n, 3, replace=False).tolist()), [n - 3, 2, n - 2]]
+    if n >= 16:     # 5 and 7 erased (the rescoring kernel forms up to 4 residual rows at once)
+        sets += [sorted(rng.choice(n, k, replace=False).tolist()) for k in (5, 7)]
     # pair scores need PAIR_MIN_ANSWERS kept (leaving two of 3 or 4 out leaves no line)
     return [e for e in sets if len(e) <= n - (5 if pairs else 3)]
 

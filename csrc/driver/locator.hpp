@@ -110,7 +110,7 @@ bool locator_rescore(const double* H, const double* first, const T* const* rows,
         const std::size_t ntiles = (m + tw - 1) / tw;
         std::vector<double> part(ntiles * no);
         for_each_tile(m, tw, m * n * (nx + 1), threads, [&](std::size_t c0, std::size_t w) {
-            double* buf = tls_scratch<double>(nx * w);
+            double* buf = tls_scratch<double>(rescore_buffer_size(n, nx, nd));
             rescore_tile(r.ihx.data(), nx, n, rows, r.da.data(), r.db.data(), nd, c0, w, buf,
                          part.data() + (c0 / tw) * no, c0 + 2 * tw <= m ? tw : 0);
         });
