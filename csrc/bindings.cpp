@@ -15,6 +15,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -24,6 +26,7 @@
 #include "bindings_arrays.hpp"
 #include "dispatch.hpp"
 #include "driver/linear_maps.hpp"
+#include "driver/locate.hpp"
 #include "driver/locator.hpp"
 #include "driver/spline_ops.hpp"
 #include "local_gaps.hpp"
@@ -414,6 +417,129 @@ py::object locator_rescore(const py::object& hatobj, const py::object& firstobj,
     return py::make_tuple(s, loo);
 }
 
+// A threshold per number of answers kept for the locate: None (an empty
+// function), a number, or a callable k -> number called with the GIL taken
+// (a calibrated test calibrates a size the first time it is asked).
+std::function<double(std::size_t)> threshold_function(const py::object& obj, const char* name) {
+    if (obj.is_none()) return {};
+    if (PyCallable_Check(obj.ptr())) {
+        // the locate holds it while the GIL is released: the object is
+        // copied (a reference taken) and released under the GIL
+        auto held = std::make_shared<py::object>(obj);
+        return [held, name](std::size_t k) {
+            py::gil_scoped_acquire gil;
+            const py::object v = (*held)(k);
+            try {
+                return v.cast<double>();
+            } catch (const py::cast_error&) {
+                throw py::type_error(std::string(name) + "(" + std::to_string(k) + ") must return a number, got " +
+                                     std::string(py::str(py::type::of(v).attr("__name__"))));
+            }
+        };
+    }
+    double v;
+    try {
+        v = obj.cast<double>();
+    } catch (const py::cast_error&) {
+        throw py::type_error(std::string(name) + " must be None, a number or a callable n -> number, got " +
+                             std::string(py::str(py::type::of(obj).attr("__name__"))));
+    }
+    return [v](std::size_t) { return v; };
+}
+
+// The spline locator's steps in one call (driver::spline_locate; what
+// letcc.codes.robust.spline_locate does with them): the answers in the rows
+// of y that `rows` names in knot order (as locator_scores), the detection
+// spline of all n (plan at its knots, one_minus_diag, pair_inv, hat, the
+// ascending knots, its lam), at most E erasures, the thresholds ratio and
+// pair_ratio (threshold_function), decode as locator_scores's. Returns
+// (erased: int64 positions in the order erased, report: (top, statistic,
+// threshold or None, pair_top or None, pair_statistic, pair_threshold,
+// swap_ran), decoded: the pass's decode where nothing was erased, else None).
+// pair_choice and swap: the bench's and the tests' ablation switches. The GIL
+// is released around the locate (a threshold callable takes it again).
+py::tuple spline_locate_py(const driver::SplinePlan& plan, const py::object& yobj, const py::object& rowsobj,
+                           const py::object& omdobj, const py::object& pairobj, const py::object& hatobj,
+                           const py::object& knotsobj, double lam, std::int64_t E, const py::object& ratioobj,
+                           const py::object& pairratioobj, const py::object& decodeobj, int threads, bool pair_choice,
+                           bool swap) {
+    const py::array y = answers_array(yobj);
+    const FloatKind kind = bind::checked_float_array(y, "y", y.shape(0));
+    const std::size_t n = static_cast<std::size_t>(plan.n());
+    const std::size_t m = static_cast<std::size_t>(y.shape(1));
+    if (E < 0) throw py::value_error("E must be >= 0, got " + std::to_string(E));
+    const std::vector<double> omd = as_f64_vector(py::array::ensure(omdobj), "one_minus_diag");
+    const std::vector<double> knots = as_f64_vector(py::array::ensure(knotsobj), "knots");
+    if (omd.size() != n || knots.size() != n)
+        throw py::value_error("one_minus_diag and knots must have one entry per knot of the plan (" +
+                              std::to_string(n) + "), got " + std::to_string(omd.size()) + " and " +
+                              std::to_string(knots.size()));
+    const std::vector<double> pinv = pair_inv_vector(pairobj, n, "the plan's " + std::to_string(n) + " knots");
+    const auto hat = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(hatobj);
+    if (!hat || hat.ndim() != 2 || static_cast<std::size_t>(hat.shape(0)) != n ||
+        static_cast<std::size_t>(hat.shape(1)) != n)
+        throw py::value_error("hat must be the detection spline's (" + std::to_string(n) + ", " + std::to_string(n) +
+                              ") hat matrix");
+    const std::vector<std::size_t> idx = knot_rows(rowsobj, n, static_cast<std::size_t>(y.shape(0)));
+    driver::LocateTests tests;
+    tests.ratio = threshold_function(ratioobj, "ratio");
+    tests.pair_ratio = threshold_function(pairratioobj, "pair_ratio");
+    tests.pair_choice = pair_choice;
+    tests.swap = swap;
+    if (tests.pair_ratio && pinv.empty() && n >= kPairMinAnswers)
+        throw py::value_error("pair_ratio needs pair_inv (the pairs' (I - H_PP)^-1)");
+    driver::LocateSpline d;
+    d.plan = &plan;
+    d.omd = omd.data();
+    d.pair_inv = pinv.empty() ? nullptr : pinv.data();
+    d.hat = hat.data();
+    d.knots = knots.data();
+    d.lam = lam;
+    d.n = n;
+    const driver::DenseMap* dec = nullptr;
+    py::array est;
+    if (!decodeobj.is_none()) {
+        if (!py::isinstance<driver::DenseMap>(decodeobj))
+            throw py::type_error("decode must be a letcc._core.DenseOperator or None, got " +
+                                 std::string(py::str(py::type::of(decodeobj).attr("__name__"))));
+        dec = &decodeobj.cast<const driver::DenseMap&>();
+        if (static_cast<std::size_t>(dec->n()) != n || n < 2)
+            throw py::value_error("decode has " + std::to_string(dec->n()) + " columns but the plan has " +
+                                  std::to_string(n) + " knots (at least 2)");
+        const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(dec->q()), static_cast<py::ssize_t>(m)};
+        est = kind == FloatKind::f64 ? py::array(py::array_t<double>(shape)) : py::array(py::array_t<float>(shape));
+    }
+    void* est_p = dec != nullptr ? est.mutable_data() : nullptr;
+    driver::LocateReport rep;
+    std::vector<std::size_t> erased;
+    on_rows(kind, y, idx, m, [&](auto rows) {
+        using T = std::remove_const_t<std::remove_pointer_t<std::remove_pointer_t<decltype(rows)>>>;
+        driver::PassDecode<T> pd;
+        if (dec != nullptr) pd = {dec->coeffs_for<T>(), dec->q(), static_cast<T*>(est_p)};
+        erased = driver::spline_locate<T>(d, rows, m, static_cast<std::size_t>(E), tests, threads, rep, pd);
+    });
+    py::array_t<std::int64_t> out(static_cast<py::ssize_t>(erased.size()));
+    for (std::size_t i = 0; i < erased.size(); ++i) out.mutable_data()[i] = static_cast<std::int64_t>(erased[i]);
+    const py::object thr = std::isnan(rep.threshold) && !tests.ratio ? py::object(py::none()) : py::float_(rep.threshold);
+    const py::object ptop = rep.has_pair ? py::object(py::make_tuple(rep.pair_top, rep.pair_top + 1)) : py::none();
+    const py::tuple report = py::make_tuple(rep.top, rep.statistic, thr, ptop, rep.pair_statistic,
+                                            rep.pair_threshold, rep.swap_ran);
+    const py::object decoded = dec != nullptr && erased.empty() ? py::object(est) : py::object(py::none());
+    return py::make_tuple(out, report, decoded);
+}
+
+// not_erasable (n) and pair_not_erasable (n - 1) of the ascending detection
+// knots (erasable_masks, driver/locate.hpp): bool arrays.
+py::tuple erasable_masks_py(const py::object& knotsobj) {
+    const std::vector<double> knots = as_f64_vector(py::array::ensure(knotsobj), "knots");
+    const ErasableMasks mk = erasable_masks(knots.data(), knots.size());
+    py::array_t<bool> single(static_cast<py::ssize_t>(mk.not_single.size()));
+    py::array_t<bool> pair(static_cast<py::ssize_t>(mk.not_pair.size()));
+    for (std::size_t i = 0; i < mk.not_single.size(); ++i) single.mutable_data()[i] = mk.not_single[i] != 0;
+    for (std::size_t i = 0; i < mk.not_pair.size(); ++i) pair.mutable_data()[i] = mk.not_pair[i] != 0;
+    return py::make_tuple(single, pair);
+}
+
 // A bool mask of n entries or None (a test's not-erasable answers or pairs).
 std::vector<bool> mask_vector(const py::object& obj, std::size_t n, const char* name) {
     if (obj.is_none()) return {};
@@ -571,6 +697,13 @@ PYBIND11_MODULE(_core, mod) {
             py::arg("erased"), py::arg("pairs") = false, py::arg("threads") = 0);
     mod.def("locator_summary", &locator_summary, py::arg("s"), py::arg("loo"), py::arg("pair") = py::none(),
             py::arg("not_erasable") = py::none(), py::arg("pair_not_erasable") = py::none());
+    mod.def("spline_locate", &spline_locate_py, py::arg("plan"), py::arg("y"), py::arg("rows"),
+            py::arg("one_minus_diag"), py::arg("pair_inv"), py::arg("hat"), py::arg("knots"), py::arg("lam"),
+            py::arg("E"), py::arg("ratio") = py::none(), py::arg("pair_ratio") = py::none(),
+            py::arg("decode") = py::none(), py::arg("threads") = 0, py::arg("pair_choice") = true,
+            py::arg("swap") = true);
+    mod.def("erasable_masks", &erasable_masks_py, py::arg("knots"));
+    mod.attr("PAIR_MIN_ANSWERS") = kPairMinAnswers;
     mod.def("pair_inverses", &pair_inverses_py, py::arg("one_minus_diag"), py::arg("upper"), py::arg("lower"));
     mod.def("locator_scores_from_sums", &locator_scores_from_sums_py, py::arg("sums"), py::arg("one_minus_diag"),
             py::arg("pair_inv") = py::none());

@@ -250,7 +250,7 @@ def test_wrong_honest_wrong_erases_the_two_wrong_answers(rng, monkeypatch):
                                         pair_ratio=30.0).tolist()) == [i, i + 2] for nodes, t, Y, i in rounds)
 
     chosen = caught()
-    monkeypatch.setattr(robust, "_pair_to_erase", lambda *args: (args[-1], args[-1] + 1))
+    monkeypatch.setattr(robust, "_PAIR_CHOICE", False)             # the top pair only
     top_pair_only = caught()
     assert chosen >= 48 and chosen >= top_pair_only, (chosen, top_pair_only)
 
@@ -390,7 +390,7 @@ def test_the_swap_step_gives_back_an_honest_answer_erased_before_a_wrong_one(mon
         return [code.decode(Yr, F, return_flagged=True)[1].tolist() == adv for F, Yr, adv in cases]
 
     with_swap = caught()
-    monkeypatch.setattr(robust, "_swap_refine", lambda *args: args[5])
+    monkeypatch.setattr(robust, "_SWAP_STEP", False)
     without = caught()
     assert sum(with_swap) >= sum(without) + 10, (sum(with_swap), sum(without))
     assert not any(b and not a for a, b in zip(with_swap, without))
@@ -401,17 +401,19 @@ def test_the_swap_step_leaves_honest_rounds_alone(monkeypatch):
     runs only where a round spends the whole budget (a false alarm of the
     pair test here, 1 round in 100) with another answer above the threshold,
     and a round with nothing erased is the plain decode."""
-    from letcc.codes import robust
+    from letcc.codes import letcc_code, robust
     from test_clean_round import smooth_rounds
 
     calls = []
-    real = robust._swap_refine
+    real = robust.spline_locate
 
-    def spy(*args):
-        calls.append(1)
-        return real(*args)
+    def spy(*args, **kwargs):               # the report says whether the swap step ran
+        out = real(*args, **kwargs)
+        if kwargs["report"].get("swap"):
+            calls.append(1)
+        return out
 
-    monkeypatch.setattr(robust, "_swap_refine", spy)
+    monkeypatch.setattr(letcc_code, "spline_locate", spy)
     K, N = 8, 24
     code, plain = LeTCC(K, N, adversaries=2), LeTCC(K, N)
     Y = smooth_rounds(code, 100, seed=5, freq=(0.05, 0.2), m=10)

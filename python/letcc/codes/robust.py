@@ -56,7 +56,10 @@ multiply-adds an element per erased answer forms (a scoring pass makes ~15;
 bench/results/robust_decode.md). Exact but for rounding (within ~1e-6 of
 the largest score against dense refits; where the identity would lose more,
 an answer kept nearly alone between erased ones, the answers kept get a
-pass of their own with the same lam). The detection spline, its hat matrix,
+pass of their own with the same lam). The steps themselves, tests and
+erasures, run in one compiled call (letcc._core.spline_locate,
+csrc/driver/locate.hpp; in Python they cost more than the passes at m =
+1000). The detection spline, its hat matrix,
 1 - H_ii and which answers a test may erase are cached per answering set
 (DetectionSplines). The answers kept are then decoded in place where the
 decoder is dense (zero columns for the erased rows, no copy).
@@ -86,7 +89,7 @@ test fires too with its top answer inside that pair (erased alone; the
 rescoring then exposes a wrong partner) or with the larger excess over its
 threshold. A test erases a pair only with an answer on either side of it
 and a hole, from the answer before to the answer after, of at most
-PAIR_HOLE_GAPS typical gaps (``pair_erasable``): two missing nodes side
+3.5 typical gaps (``pair_erasable``): two missing nodes side
 by side cost the decode far more than one (up to 530x the full decode's
 MSE on LeTCC(8, 24), letcc.codes.idle_nodes), more so beside a straggler
 or at an end. Where it fires it erases the top pair or an erasable pair
@@ -103,8 +106,8 @@ budget runs out with a wrong answer kept. So a tested locate whose last
 erasure left another answer above the threshold (in that step's scores)
 ends by testing the answers kept once more: while they fail,
 the top-scored one kept replaces the erased answer whose return leaves the
-smallest statistic, if that rest passes (``_swap_refine``, each candidate
-rescored without a pass). It never runs on a round the test passes before
+smallest statistic, if that rest passes (each candidate rescored without
+a pass). It never runs on a round the test passes before
 the budget is spent. On the smooth f at E = 2 it cut the MSE under attack
 by 2-16% and the rounds with an honest answer erased by a fifth to a
 half; one apart is still the costliest pattern (bench/results/pair_stage.md).
@@ -169,8 +172,8 @@ __all__ = ["check_adversaries", "check_valid", "invalid_rows", "DetectionSpline"
 # lam of the detection spline, in units of lam_scale (the Reinsch balance point)
 DETECTION_LAM_FACTOR = 1.0
 
-# answers a step needs to test pairs: a pair erased leaves at least 3
-PAIR_MIN_ANSWERS = 5
+# answers a step needs to test pairs: a pair erased leaves at least 3 (csrc/driver/locate.hpp)
+PAIR_MIN_ANSWERS = int(_core.PAIR_MIN_ANSWERS)
 
 
 class AdversariesTypeError(TypeError, ValueError):
@@ -227,9 +230,7 @@ class DetectionSplines:
 
 
 def _masks(knots: np.ndarray):
-    ok = erasable(knots)
-    pair_not_ok = ~pair_erasable(knots, ok)
-    not_ok = ~ok
+    not_ok, pair_not_ok = _core.erasable_masks(knots)
     for arr in (not_ok, pair_not_ok):
         arr.flags.writeable = False
     return (None if not not_ok.any() else not_ok), pair_not_ok
@@ -317,52 +318,23 @@ def detection_knots(nodes: np.ndarray) -> np.ndarray:
     return -np.arccos(np.clip(nodes, -1.0, 1.0))
 
 
-# An answer whose nearest answering neighbour lies more than this many typical
-# gaps away (the median gap between consecutive answering knots) is never
-# erased by a test: its leave-one-out residual is an extrapolation across the
-# hole, large for honest answers too, and the decode leans on it most (measured,
-# bench/adversarial.py's smooth f: the only clean-round false alarms at
-# false_alarm=1e-3 were worker 0 with workers 1 and 2 straggling, each costing
-# 1100-3100x that round's MSE). 2.5: one missing neighbour (a gap of 2) keeps
-# an answer erasable, two missing in a row on every side (3) do not.
-ISOLATED_GAPS = 2.5
-
-
 def erasable(knots: np.ndarray) -> np.ndarray:
     """(n,) bool: the answers (ascending detection knots) that a test may
-    erase: those with an answering neighbour within ISOLATED_GAPS median gaps."""
-    n = knots.shape[0]
-    if n < 3:
-        return np.ones(n, dtype=bool)
-    gaps = np.diff(knots)
-    near = np.minimum(np.concatenate(([np.inf], gaps)), np.concatenate((gaps, [np.inf])))
-    return near <= ISOLATED_GAPS * np.median(gaps)
+    erase: those with an answering neighbour within 2.5 median gaps (the
+    median gap between consecutive knots; every answer where n < 3). Further
+    away, an answer's leave-one-out residual is an extrapolation across the
+    hole, large for honest answers too, and the decode leans on it most
+    (csrc/driver/locate.hpp's kIsolatedGaps says what was measured)."""
+    return ~_core.erasable_masks(knots)[0]
 
 
-# The hole an erased pair leaves, from the answer before it to the answer
-# after it, may span at most this many typical gaps for a test to erase the
-# pair: 3 when nothing else is missing there, so one more missing node next
-# to the pair (4) keeps it. Pairs at either end (no answer on one side) are
-# never erased by the test either: the decode would extrapolate over them.
-# Measured (bench/adversarial.py's smooth f, honest rounds): without this
-# rule the only pair-test false alarms were workers 0 and 1 with 2 and 3
-# straggling, each costing ~1000x that round's MSE.
-PAIR_HOLE_GAPS = 3.5
-
-
-def pair_erasable(knots: np.ndarray, single: np.ndarray | None = None) -> np.ndarray:
+def pair_erasable(knots: np.ndarray) -> np.ndarray:
     """(n - 1,) bool: the adjacent pairs (answers i, i + 1 of the ascending
     detection knots) that a test may erase: both members erasable, an
-    answer on either side, and knots[i + 2] - knots[i - 1] at most
-    PAIR_HOLE_GAPS median gaps. single: erasable(knots) when already taken."""
-    n = knots.shape[0]
-    ok = np.zeros(max(n - 1, 0), dtype=bool)
-    if n < 4:
-        return ok
-    single = erasable(knots) if single is None else single
-    span = knots[3:] - knots[:-3]                   # pairs 1 .. n - 3
-    ok[1:-1] = span <= PAIR_HOLE_GAPS * np.median(np.diff(knots))
-    return ok & single[:-1] & single[1:]
+    answer on either side, and knots[i + 2] - knots[i - 1] at most 3.5
+    median gaps (csrc/driver/locate.hpp's kPairHoleGaps: two missing nodes
+    side by side cost the decode far more than one)."""
+    return ~_core.erasable_masks(knots)[1]
 
 
 def round_statistic(s: np.ndarray, loo: np.ndarray) -> float:
@@ -395,8 +367,10 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     locator erases, in the order erased (at most min(E, n - 3)). Y: the
     answers, a 2-D C-contiguous float32/float64 (answers, m) array whose row
     rows[i] is the answer of nodes[i] (rows None: row i); `knots`:
-    detection_knots(nodes) when precomputed. Each step is one compiled pass
-    over the answers still kept (locator_scores).
+    detection_knots(nodes) when precomputed. The steps run in one compiled
+    call (letcc._core.spline_locate, csrc/driver/locate.hpp): the first
+    pass scores every answer (locator_scores), each later step rescores the
+    answers kept from its sums (locator_rescored).
 
     Each step erases the top-scored answer only while the round statistic
     (round_statistic) exceeds a threshold: ``ratio`` (a number, or a
@@ -413,8 +387,7 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     single step acts).
 
     A tested locate that spends its budget, where its last step left
-    another answer above the threshold, ends with the swap step
-    (``_swap_refine``): while the answers kept still fail the test, an
+    another answer above the threshold, ends with the swap step: while the answers kept still fail the test, an
     erased answer is given back for the top-scored one kept where that
     leaves a rest that passes. (The gate spares the rescoring the swap step
     starts with in rounds whose wrong answers all went: without it, erased
@@ -423,7 +396,8 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     ``report`` (a dict): filled with the first step's ``top`` (position of
     the top-scored answer), ``statistic`` and ``threshold`` (None untested)
     and, where the first step tested pairs, ``pair_top`` (the positions of
-    the top pair), ``pair_statistic`` and ``pair_threshold``.
+    the top pair), ``pair_statistic`` and ``pair_threshold``; ``swap``:
+    whether the swap step ran.
 
     ``decode`` (with ``report``; a letcc._core.DenseOperator with n
     columns): the first step's pass also applies it to the answers, in
@@ -431,135 +405,31 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     bit), and where nothing is erased ``report['decoded']`` holds the (q, m)
     result: a clean round's decode without a second read of Y."""
     n = nodes.shape[0]
-    steps = min(E, n - 3)
-    if steps <= 0:
+    if min(E, n - 3) <= 0:
         return np.zeros(0, dtype=np.int64)
     if ratio is None and flag_threshold is not None:
         ratio = flag_threshold * flag_threshold
     if ratio is None:
         pair_ratio = None       # untested: E single erasures
     t = detection_knots(nodes) if knots is None else knots
-    keep = np.arange(n)
-    erased: list = []
-    first_sums = None
-    suspect = False         # the last erasure left another answer above the threshold (the swap step)
-    while len(erased) < steps:
-        pairs = pair_ratio is not None and steps - len(erased) >= 2 and keep.size >= PAIR_MIN_ANSWERS
-        tested = ratio is not None
-        if not erased:
-            d = splines.get(t)
-            out = _core.locator_scores(d.plan, Y, d.one_minus_diag, rows, 0, d.pair_inv if pairs else None, True,
-                                       decode)
-            if decode is not None:          # the decode comes last, after the sums
-                *out, decoded = out
-            *scores, first_sums = out
-            masks = d.not_erasable, d.pair_not_erasable
-        else:           # the answers kept, with the first step's spline, without another scoring pass
-            scores = locator_rescored(splines, t, Y, rows, first_sums, erased, pairs=pairs)
-            masks = splines.masks(t[keep]) if tested else (None, None)
-        s, loo = scores[0], scores[1]
-        p = scores[2] if pairs else None
-        # a tested step's mask (locator_scores' tested), argmax s, the median of
-        # loo and argmax p in one compiled call
-        i, med, j = _core.locator_summary(s, loo, p, *(masks if tested else (None, None)))
-        stat = _over(float(s[i]), med)          # round_statistic(s, loo)
-        r = (ratio(keep.size) if callable(ratio) else ratio) if tested else None
-        if report is not None and not erased:
-            report.update(top=int(keep[i]), statistic=stat, threshold=r)
-        if p is not None:
-            stat2 = _over(float(p[j]), med)
-            r2 = pair_ratio(keep.size) if callable(pair_ratio) else pair_ratio
-            if report is not None and not erased:
-                report.update(pair_top=(int(keep[j]), int(keep[j + 1])), pair_statistic=stat2, pair_threshold=r2)
-            # the single test acts first where it fires and either its top answer is in
-            # the top pair (erased alone, the rescoring exposes a partner that is wrong
-            # too) or its excess is the larger (stat / r > stat2 / r2); else a firing
-            # pair test erases the pair
-            single_first = stat > r and (i == j or i == j + 1 or stat * r2 > stat2 * r)
-            if stat2 > r2 and not single_first:
-                a, b = _pair_to_erase(splines, t, Y, rows, first_sums, erased, keep, j)
-                if len(erased) + 2 == steps:
-                    suspect = _over(float(np.delete(s, [a, b]).max()), med) > r
-                erased += [int(keep[a]), int(keep[b])]
-                keep = np.delete(keep, [a, b])
-                continue
-        if tested and not stat > r:
-            break
-        if tested and len(erased) + 1 == steps:
-            # the last erasure: the swap step is worth its rescoring only where another
-            # answer scored above the threshold beside the one erased
-            suspect = _over(float(np.delete(s, i).max()), med) > r
-        erased.append(int(keep[i]))
-        keep = np.concatenate((keep[:i], keep[i + 1:]))
-    if tested and erased and len(erased) == steps and suspect:
-        erased = _swap_refine(splines, t, Y, rows, first_sums, erased, ratio, n)
-    if decode is not None and not erased and report is not None:
-        report["decoded"] = decoded
-    return np.array(erased, dtype=np.int64)
-
-
-def _rest_statistic(splines, t, Y, rows, first_sums, erased):
-    """(round_statistic, tested scores s) of the answers kept after erasing
-    the positions `erased`, rescored from the first pass (locator_rescored):
-    how the pair choice and the swap step compare candidate erasures."""
-    s, loo = locator_rescored(splines, t, Y, rows, first_sums, erased, tested=True)[:2]
-    return round_statistic(s, loo), s
-
-
-def _swap_refine(splines, t, Y, rows, first_sums, erased, ratio, n):
-    """The erased positions after the swap step: where the budget is spent
-    (spline_locate runs it where the last step left another answer above
-    the threshold) and the answers kept still fail the test (round_statistic above the
-    threshold for their number), the top-scored answer kept replaces the
-    erased one whose return leaves the smallest statistic, if that rest
-    then passes; at most len(erased) swaps, each rescored from the first
-    pass (locator_rescored). Greedy steps erase an honest answer first
-    where it scores highest, as the one between two wrong ones does (wrong,
-    honest, wrong: its residual carries both of theirs), and the budget
-    runs out with a wrong answer kept; the swap gives it back
-    (bench/results/pair_stage.md)."""
-    for _ in range(len(erased)):
-        rest, s = _rest_statistic(splines, t, Y, rows, first_sums, erased)
-        r = ratio(n - len(erased)) if callable(ratio) else ratio
-        if not rest > r:
-            break
-        k = int(np.delete(np.arange(n), erased)[int(s.argmax())])
-        best, pick = rest, None
-        for e in erased:
-            cand = [x for x in erased if x != e] + [k]
-            st = _rest_statistic(splines, t, Y, rows, first_sums, cand)[0]
-            if st < best:
-                best, pick = st, cand
-        if pick is None or not best <= r:
-            break
-        erased = pick
+    d = splines.get(t)
+    erased, rep, decoded = _core.spline_locate(d.plan, Y, rows, d.one_minus_diag, d.pair_inv, d.hat, t, d.lam, E,
+                                               ratio, pair_ratio, decode, 0, _PAIR_CHOICE, _SWAP_STEP)
+    if report is not None:
+        top, stat, threshold, pair_top, stat2, threshold2, swapped = rep
+        report.update(top=top, statistic=stat, threshold=threshold, swap=swapped)
+        if pair_top is not None:
+            report.update(pair_top=pair_top, pair_statistic=stat2, pair_threshold=threshold2)
+        if decoded is not None:
+            report["decoded"] = decoded
     return erased
 
 
-def _pair_to_erase(splines, t, Y, rows, first_sums, erased, keep, j):
-    """The two positions (into keep) a firing pair test erases: the top pair
-    j, j + 1, or one of the two answers one apart around it (j - 1, j + 1
-    or j, j + 2, both erasable), whichever leaves the answers kept the
-    smallest round statistic (each rescored without a scoring pass). Two
-    wrong answers with an honest one between them (wrong, honest, wrong)
-    make the pairs of each with the honest one score high too, and erasing
-    such a pair left the second wrong answer in and the honest one out
-    (bench/results/pair_stage.md); two wrong answers side by side leave the
-    smallest statistic when both go."""
-    n = keep.size
-    not_erasable = splines.masks(t[keep])[0]
-    options = [(j, j + 1)]
-    for a, b in ((j - 1, j + 1), (j, j + 2)):
-        if 0 <= a and b < n and (not_erasable is None or not (not_erasable[a] or not_erasable[b])):
-            options.append((a, b))
-    if len(options) == 1:
-        return options[0]
-    best, pick = np.inf, options[0]
-    for a, b in options:
-        rest = _rest_statistic(splines, t, Y, rows, first_sums, erased + [int(keep[a]), int(keep[b])])[0]
-        if rest < best:
-            best, pick = rest, (a, b)
-    return pick
+# The bench's and the tests' ablation switches (not options): a firing pair
+# test weighs the pairs one apart around the top pair (False: erases the top
+# pair); the swap step runs (False: never).
+_PAIR_CHOICE = True
+_SWAP_STEP = True
 
 
 # ---------------------------------------------------------------- answers that cannot be right

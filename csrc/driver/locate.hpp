@@ -1,0 +1,423 @@
+// The spline locator's steps (letcc.codes.robust.spline_locate; the module
+// docstring there says what each step is for and what was measured): the
+// clean-round test, the single and pair erasures, the rescoring of the
+// answers kept, and the swap step, in one compiled call. The Python loop
+// this replaces cost 20-25 us a round beside 15-25 us of passes at m = 1000
+// (bench/results/robust_decode.md), the most of a robust decode's time
+// there.
+//
+//   first step:   one scoring pass over the n answers (driver::locator_scores,
+//                 with the pair products while 2 or more erasures are left),
+//                 its sums kept
+//   later steps:  the answers kept rescored from those sums and one pass of
+//                 cross products (driver::locator_rescore); where that would
+//                 lose accuracy, a pass of their own with the first step's
+//                 lam (a detection spline built here for the knots kept)
+//   each step:    the test's masks (erasable_masks of the knots kept), the
+//                 top score, the median loo, the statistics against the
+//                 thresholds, then erase one answer, a pair, or stop
+//   last:         the swap step, where the budget was spent with another
+//                 answer above the threshold
+//
+// Thresholds come from the caller per number of answers kept (a calibrated
+// test calibrates a size when first asked, so only the sizes a round reaches
+// are asked for). No Python here: csrc/bindings.cpp converts the
+// arrays and wraps a Python threshold callable; the GIL is released around
+// the whole locate and taken again only inside such a callable.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "../locator.hpp"
+#include "linear_maps.hpp"
+#include "locator.hpp"
+
+namespace letcc {
+
+// An answer whose nearest answering neighbour lies more than this many
+// typical gaps away (the median gap between consecutive answering knots) is
+// never erased by a test: its leave-one-out residual is an extrapolation
+// across the hole, large for honest answers too, and the decode leans on it
+// most (measured, bench/adversarial.py's smooth f: the only clean-round false
+// alarms at false_alarm=1e-3 were worker 0 with workers 1 and 2 straggling,
+// each costing 1100-3100x that round's MSE). 2.5: one missing neighbour (a
+// gap of 2) keeps an answer erasable, two missing in a row on every side (3)
+// do not.
+constexpr double kIsolatedGaps = 2.5;
+
+// The hole an erased pair leaves, from the answer before it to the answer
+// after it, may span at most this many typical gaps for a test to erase the
+// pair: 3 when nothing else is missing there, so one more missing node next
+// to the pair (4) keeps it. Pairs at either end (no answer on one side) are
+// never erased by the test either: the decode would extrapolate over them.
+// Measured (bench/adversarial.py's smooth f, honest rounds): without this
+// rule the only pair-test false alarms were workers 0 and 1 with 2 and 3
+// straggling, each costing ~1000x that round's MSE.
+constexpr double kPairHoleGaps = 3.5;
+
+// Answers a step needs to test pairs: a pair erased leaves at least 3.
+constexpr std::size_t kPairMinAnswers = 5;
+
+// Which answers (and adjacent pairs) of the ascending detection knots a test
+// may not erase: not_single[i] where answer i's nearest answering neighbour
+// is more than kIsolatedGaps median gaps away (none with fewer than 3
+// answers); not_pair[i] (pair i, i + 1) unless both members are erasable,
+// there is an answer on either side and knots[i + 2] - knots[i - 1] is at
+// most kPairHoleGaps median gaps (every pair with fewer than 4 answers).
+struct ErasableMasks {
+    std::vector<char> not_single;   // n
+    std::vector<char> not_pair;     // n - 1 (0 for n = 0)
+    bool any_single = false;        // some not_single set
+};
+
+inline ErasableMasks erasable_masks(const double* knots, std::size_t n) {
+    ErasableMasks m;
+    m.not_single.assign(n, 0);
+    m.not_pair.assign(n >= 1 ? n - 1 : 0, 1);
+    if (n < 3) return m;
+    std::vector<double> gaps(n - 1);
+    for (std::size_t i = 0; i + 1 < n; ++i) gaps[i] = knots[i + 1] - knots[i];
+    const double med = np_sorted_median(gaps.data(), gaps.size());
+    const double inf = std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < n; ++i) {
+        const double left = i >= 1 ? gaps[i - 1] : inf, right = i + 1 < n ? gaps[i] : inf;
+        // not (near <= limit): a NaN gap is not erasable, as numpy's comparison says
+        m.not_single[i] = !(std::min(left, right) <= kIsolatedGaps * med);
+        m.any_single = m.any_single || m.not_single[i];
+    }
+    if (n < 4) return m;
+    for (std::size_t i = 1; i + 2 < n; ++i) {
+        const bool span_ok = knots[i + 2] - knots[i - 1] <= kPairHoleGaps * med;
+        m.not_pair[i] = !(span_ok && !m.not_single[i] && !m.not_single[i + 1]);
+    }
+    return m;
+}
+
+namespace driver {
+
+// The detection spline of the round's n answers (robust.DetectionSpline), as
+// the locate reads it; everything borrowed.
+struct LocateSpline {
+    const SplinePlan* plan = nullptr;   // at the ascending knots (its factor and tables)
+    const double* omd = nullptr;        // 1 - H_ii (n)
+    const double* pair_inv = nullptr;   // (I - H_PP)^-1 of each adjacent pair, 4 (n - 1)
+    const double* hat = nullptr;        // H (n x n, row-major)
+    const double* knots = nullptr;      // the ascending detection knots (n)
+    double lam = 0.0;                   // its lam (the answers kept are scored with it)
+    std::size_t n = 0;
+};
+
+// The thresholds on the round statistic per number of answers kept; an empty
+// ratio: untested (erase `steps` answers); an empty pair_ratio: no pair stage.
+// Ablation switches for the bench and the tests: pair_choice (the answers one
+// apart around a firing pair are weighed against it) and swap (the swap step).
+struct LocateTests {
+    std::function<double(std::size_t)> ratio, pair_ratio;
+    bool pair_choice = true, swap = true;
+};
+
+// What the first step saw (robust.spline_locate's report).
+struct LocateReport {
+    std::int64_t top = -1;
+    double statistic = 0.0, threshold = std::numeric_limits<double>::quiet_NaN();   // NaN: untested
+    bool has_pair = false;
+    std::int64_t pair_top = -1;     // the pair pair_top, pair_top + 1
+    double pair_statistic = 0.0, pair_threshold = 0.0;
+    bool swap_ran = false;          // the swap step ran (the budget spent, another answer above the threshold)
+};
+
+namespace locate_detail {
+
+// round_statistic's quotient: top over the median loo (0 when top is 0 or
+// less, inf when only the median is); NaN stays NaN as in Python.
+inline double over(double top, double med) {
+    if (top <= 0.0) return 0.0;
+    return med > 0.0 ? top / med : std::numeric_limits<double>::infinity();
+}
+
+// numpy's max of a with the positions skip_a, skip_b left out (NaN first).
+inline double max_without(const std::vector<double>& a, std::size_t skip_a, std::size_t skip_b) {
+    double best = -std::numeric_limits<double>::infinity();
+    bool any = false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        if (i == skip_a || i == skip_b) continue;
+        if (std::isnan(a[i])) return a[i];
+        if (!any || a[i] > best) best = a[i];
+        any = true;
+    }
+    return best;
+}
+
+struct Scores {
+    std::vector<double> s, loo, p;
+};
+
+template <class T>
+class Locate {
+public:
+    Locate(const LocateSpline& d, const T* const* rows, std::size_t m, int threads, const LocateTests& tests)
+        : d_(d), rows_(rows), m_(m), threads_(threads), tests_(tests) {}
+
+    // The threshold for k answers kept (each size asked of the caller once).
+    double ratio(std::size_t k) { return cached(ratio_, tests_.ratio, k); }
+    double pair_ratio(std::size_t k) { return cached(pair_ratio_, tests_.pair_ratio, k); }
+
+    // The first step's scores of all n answers; the pass's sums kept.
+    Scores first(bool pairs, const PassDecode<T>& dec) {
+        const std::size_t n = d_.n;
+        Scores sc{std::vector<double>(n), std::vector<double>(n), std::vector<double>(pairs ? n - 1 : 0)};
+        first_sums_.assign(locator_sums_size(static_cast<std::int64_t>(n), pairs), 0.0);
+        locator_scores<T>(d_.plan->factor(), d_.plan->tables(), rows_, m_, d_.omd, threads_, sc.s.data(),
+                          sc.loo.data(), pairs ? d_.pair_inv : nullptr, sc.p.data(), first_sums_.data(), dec);
+        return sc;
+    }
+
+    // The scores of the answers kept after erasing the positions `erased`
+    // (robust.locator_rescored): from the first pass's sums where that is
+    // accurate, else a pass of their own with the first step's lam.
+    Scores rescored(const std::vector<std::size_t>& erased, bool pairs) {
+        const std::size_t n = d_.n, nk = n - erased.size();
+        Scores sc{std::vector<double>(nk), std::vector<double>(nk), std::vector<double>(pairs ? nk - 1 : 0)};
+        if (locator_rescore<T>(d_.hat, first_sums_.data(), rows_, n, m_, erased, pairs, threads_, sc.s.data(),
+                               sc.loo.data(), sc.p.data()))
+            return sc;
+        const std::vector<std::size_t> kept = kept_of(erased);
+        std::vector<double> xk(nk), ones(nk, 1.0);
+        std::vector<const T*> rk(nk);
+        for (std::size_t t = 0; t < nk; ++t) {
+            xk[t] = d_.knots[kept[t]];
+            rk[t] = rows_[kept[t]];
+        }
+        // the detection spline of the knots kept, with the first step's lam
+        // (robust.DetectionSplines.get(knots kept, lam))
+        const SplinePlan plan(xk, ones, d_.lam, xk, 0, "banded");
+        std::vector<double> H(nk * nk), omd(nk), upper(nk - 1), lower(nk - 1), pinv(4 * (nk - 1));
+        plan.matrix(H.data());
+        for (std::size_t t = 0; t < nk; ++t) omd[t] = 1.0 - H[t * nk + t];
+        for (std::size_t t = 0; t + 1 < nk; ++t) {
+            upper[t] = H[t * nk + t + 1];
+            lower[t] = H[(t + 1) * nk + t];
+        }
+        pair_inverses(nk, omd.data(), upper.data(), lower.data(), pinv.data());
+        locator_scores<T>(plan.factor(), plan.tables(), rk.data(), m_, omd.data(), threads_, sc.s.data(),
+                          sc.loo.data(), pairs ? pinv.data() : nullptr, sc.p.data());
+        return sc;
+    }
+
+    // The masks of the answers kept after erasing `erased`.
+    ErasableMasks masks(const std::vector<std::size_t>& erased) const {
+        const std::vector<std::size_t> kept = kept_of(erased);
+        std::vector<double> xk(kept.size());
+        for (std::size_t t = 0; t < kept.size(); ++t) xk[t] = d_.knots[kept[t]];
+        return erasable_masks(xk.data(), xk.size());
+    }
+
+    // The round statistic of the answers kept after erasing `erased`, the
+    // test's view of their scores (robust._rest_statistic), and those scores.
+    std::pair<double, std::vector<double>> rest_statistic(const std::vector<std::size_t>& erased) {
+        Scores sc = rescored(erased, false);
+        apply_mask(sc.s, masks(erased).not_single);
+        return {over(sc.s[np_argmax(sc.s.data(), sc.s.size())], np_sorted_median(sc.loo.data(), sc.loo.size())),
+                std::move(sc.s)};
+    }
+
+    std::vector<std::size_t> kept_of(const std::vector<std::size_t>& erased) const {
+        std::vector<char> gone(d_.n, 0);
+        for (std::size_t e : erased) gone[e] = 1;
+        std::vector<std::size_t> kept;
+        kept.reserve(d_.n - erased.size());
+        for (std::size_t i = 0; i < d_.n; ++i)
+            if (!gone[i]) kept.push_back(i);
+        return kept;
+    }
+
+    static void apply_mask(std::vector<double>& a, const std::vector<char>& mask) {
+        for (std::size_t i = 0; i < a.size() && i < mask.size(); ++i)
+            if (mask[i]) a[i] = 0.0;
+    }
+
+private:
+    static double cached(std::map<std::size_t, double>& held, const std::function<double(std::size_t)>& f,
+                         std::size_t k) {
+        const auto it = held.find(k);
+        if (it != held.end()) return it->second;
+        return held[k] = f(k);
+    }
+
+    const LocateSpline& d_;
+    const T* const* rows_;
+    std::size_t m_;
+    int threads_;
+    const LocateTests& tests_;
+    std::vector<double> first_sums_;
+    std::map<std::size_t, double> ratio_, pair_ratio_;
+};
+
+// The two positions (into the answers kept, `keep`) a firing pair test
+// erases (robust's pair choice): the top pair j, j + 1, or one of the two
+// answers one apart around it (j - 1, j + 1 or j, j + 2, both erasable),
+// whichever leaves the answers kept the smallest round statistic (each
+// rescored without a scoring pass). Two wrong answers with an honest one
+// between them (wrong, honest, wrong) make the pairs of each with the honest
+// one score high too, and erasing such a pair left the second wrong answer in
+// and the honest one out (bench/results/pair_stage.md); two wrong answers
+// side by side leave the smallest statistic when both go.
+template <class T>
+std::pair<std::size_t, std::size_t> pair_to_erase(Locate<T>& loc, const std::vector<std::size_t>& erased,
+                                                  const std::vector<std::size_t>& keep, const ErasableMasks& mk,
+                                                  std::size_t j, bool choose) {
+    const std::size_t n = keep.size();
+    std::vector<std::pair<std::size_t, std::size_t>> options{{j, j + 1}};
+    if (choose) {
+        if (j >= 1 && j + 1 < n && !mk.not_single[j - 1] && !mk.not_single[j + 1]) options.push_back({j - 1, j + 1});
+        if (j + 2 < n && !mk.not_single[j] && !mk.not_single[j + 2]) options.push_back({j, j + 2});
+    }
+    if (options.size() == 1) return options[0];
+    double best = std::numeric_limits<double>::infinity();
+    std::pair<std::size_t, std::size_t> pick = options[0];
+    for (const auto& o : options) {
+        std::vector<std::size_t> cand = erased;
+        cand.push_back(keep[o.first]);
+        cand.push_back(keep[o.second]);
+        const double rest = loc.rest_statistic(cand).first;
+        if (rest < best) {
+            best = rest;
+            pick = o;
+        }
+    }
+    return pick;
+}
+
+// The erased positions after the swap step (robust's swap step): while the
+// answers kept still fail the test, the top-scored answer kept replaces the
+// erased one whose return leaves the smallest statistic, if that rest then
+// passes; at most len(erased) swaps, each candidate rescored from the first
+// pass. Greedy steps erase an honest answer first where it scores highest,
+// as the one between two wrong ones does (wrong, honest, wrong: its residual
+// carries both of theirs), and the budget runs out with a wrong answer kept;
+// the swap gives it back (bench/results/pair_stage.md).
+template <class T>
+std::vector<std::size_t> swap_refine(Locate<T>& loc, std::vector<std::size_t> erased, std::size_t n) {
+    for (std::size_t round = 0, swaps = erased.size(); round < swaps; ++round) {
+        auto [rest, s] = loc.rest_statistic(erased);
+        const double r = loc.ratio(n - erased.size());
+        if (!(rest > r)) break;
+        const std::vector<std::size_t> kept = loc.kept_of(erased);
+        const std::size_t k = kept[np_argmax(s.data(), s.size())];
+        double best = rest;
+        std::vector<std::size_t> pick;
+        for (std::size_t e : erased) {
+            std::vector<std::size_t> cand;
+            for (std::size_t x : erased)
+                if (x != e) cand.push_back(x);
+            cand.push_back(k);
+            const double st = loc.rest_statistic(cand).first;
+            if (st < best) {
+                best = st;
+                pick = cand;
+            }
+        }
+        if (pick.empty() || !(best <= r)) break;
+        erased = pick;
+    }
+    return erased;
+}
+
+}  // namespace locate_detail
+
+// Positions (into the n answers, ascending knots) of the answers the spline
+// locator erases, in the order erased (at most min(E, n - 3)); rows[i] the
+// answer at knot i (m elements). Each step erases the top-scored answer only
+// while the round statistic (top score over the median loo) exceeds the
+// threshold for the answers kept (tests.ratio; empty: E steps untested); with
+// tests.pair_ratio, a step with 2 or more erasures left and at least
+// kPairMinAnswers answers also tests the top pair, and erases it where it
+// fires, unless the single test fires too with its top answer in that pair
+// or by a larger factor. A tested locate that spends its budget where its
+// last step left another answer above the threshold ends with the swap step.
+// rep: what the first step saw. dec (with its A): the first pass also
+// decodes (driver::PassDecode), which the caller keeps where nothing is erased.
+template <class T>
+std::vector<std::size_t> spline_locate(const LocateSpline& d, const T* const* rows, std::size_t m, std::size_t E,
+                                       const LocateTests& tests, int threads, LocateReport& rep,
+                                       const PassDecode<T>& dec = {}) {
+    using locate_detail::max_without;
+    using locate_detail::over;
+    const std::size_t n = d.n;
+    const std::size_t none = static_cast<std::size_t>(-1);
+    const std::size_t steps = n >= 3 ? std::min(E, n - 3) : 0;
+    std::vector<std::size_t> erased;
+    if (steps == 0) return erased;
+    const bool tested = static_cast<bool>(tests.ratio);
+    const bool pair_stage = tested && static_cast<bool>(tests.pair_ratio);
+    locate_detail::Locate<T> loc(d, rows, m, threads, tests);
+    std::vector<std::size_t> keep(n);
+    for (std::size_t i = 0; i < n; ++i) keep[i] = i;
+    bool suspect = false;       // the last erasure left another answer above the threshold (the swap step)
+    while (erased.size() < steps) {
+        const bool pairs = pair_stage && steps - erased.size() >= 2 && keep.size() >= kPairMinAnswers;
+        locate_detail::Scores sc = erased.empty() ? loc.first(pairs, dec) : loc.rescored(erased, pairs);
+        const std::size_t nk = keep.size();
+        ErasableMasks mk;
+        if (tested) {
+            mk = loc.masks(erased);
+            locate_detail::Locate<T>::apply_mask(sc.s, mk.not_single);
+            if (pairs) locate_detail::Locate<T>::apply_mask(sc.p, mk.not_pair);
+        }
+        const std::size_t i = np_argmax(sc.s.data(), nk);
+        const double med = np_sorted_median(sc.loo.data(), nk);
+        const double stat = over(sc.s[i], med);
+        const double r = tested ? loc.ratio(nk) : std::numeric_limits<double>::quiet_NaN();
+        if (erased.empty()) {
+            rep.top = static_cast<std::int64_t>(keep[i]);
+            rep.statistic = stat;
+            rep.threshold = r;
+        }
+        if (pairs) {
+            const std::size_t j = np_argmax(sc.p.data(), nk - 1);
+            const double stat2 = over(sc.p[j], med);
+            const double r2 = loc.pair_ratio(nk);
+            if (erased.empty()) {
+                rep.has_pair = true;
+                rep.pair_top = static_cast<std::int64_t>(keep[j]);
+                rep.pair_statistic = stat2;
+                rep.pair_threshold = r2;
+            }
+            // the single test acts first where it fires and either its top
+            // answer is in the top pair (erased alone: the rescoring exposes a
+            // partner that is wrong too) or its excess is the larger
+            const bool single_first = stat > r && (i == j || i == j + 1 || stat * r2 > stat2 * r);
+            if (stat2 > r2 && !single_first) {
+                const auto [a, b] = locate_detail::pair_to_erase(loc, erased, keep, mk, j, tests.pair_choice);
+                if (erased.size() + 2 == steps) suspect = over(max_without(sc.s, a, b), med) > r;
+                erased.push_back(keep[a]);
+                erased.push_back(keep[b]);
+                keep.erase(keep.begin() + static_cast<std::ptrdiff_t>(b));
+                keep.erase(keep.begin() + static_cast<std::ptrdiff_t>(a));
+                continue;
+            }
+        }
+        if (tested && !(stat > r)) break;
+        // the last erasure: the swap step is worth its rescoring only where
+        // another answer scored above the threshold beside the one erased
+        if (tested && erased.size() + 1 == steps) suspect = over(max_without(sc.s, i, none), med) > r;
+        erased.push_back(keep[i]);
+        keep.erase(keep.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    if (tested && tests.swap && !erased.empty() && erased.size() == steps && suspect) {
+        rep.swap_ran = true;
+        erased = locate_detail::swap_refine(loc, erased, n);
+    }
+    return erased;
+}
+
+}  // namespace driver
+}  // namespace letcc
