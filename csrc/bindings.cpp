@@ -453,7 +453,8 @@ std::function<double(std::size_t)> threshold_function(const py::object& obj, con
 // spline of all n (plan at its knots, one_minus_diag, pair_inv, hat, the
 // ascending knots, its lam), at most E erasures, the thresholds ratio and
 // pair_ratio (threshold_function), decode as locator_scores's. Returns
-// (erased: int64 positions in the order erased, report: (top, statistic,
+// (erased: int64 positions in the order erased, kept: the others ascending,
+// report: (top, statistic,
 // threshold or None, pair_top or None, pair_statistic, pair_threshold,
 // swap_ran), decoded: the pass's decode where nothing was erased, else None).
 // pair_choice and swap: the bench's and the tests' ablation switches. The GIL
@@ -520,12 +521,17 @@ py::tuple spline_locate_py(const driver::SplinePlan& plan, const py::object& yob
     });
     py::array_t<std::int64_t> out(static_cast<py::ssize_t>(erased.size()));
     for (std::size_t i = 0; i < erased.size(); ++i) out.mutable_data()[i] = static_cast<std::int64_t>(erased[i]);
+    std::vector<char> gone(n, 0);
+    for (std::size_t e : erased) gone[e] = 1;
+    py::array_t<std::int64_t> kept(static_cast<py::ssize_t>(n - erased.size()));
+    for (std::size_t i = 0, t = 0; i < n; ++i)
+        if (!gone[i]) kept.mutable_data()[t++] = static_cast<std::int64_t>(i);
     const py::object thr = std::isnan(rep.threshold) && !tests.ratio ? py::object(py::none()) : py::float_(rep.threshold);
     const py::object ptop = rep.has_pair ? py::object(py::make_tuple(rep.pair_top, rep.pair_top + 1)) : py::none();
     const py::tuple report = py::make_tuple(rep.top, rep.statistic, thr, ptop, rep.pair_statistic,
                                             rep.pair_threshold, rep.swap_ran);
     const py::object decoded = dec != nullptr && erased.empty() ? py::object(est) : py::object(py::none());
-    return py::make_tuple(out, report, decoded);
+    return py::make_tuple(out, kept, report, decoded);
 }
 
 // not_erasable (n) and pair_not_erasable (n - 1) of the ascending detection

@@ -628,9 +628,8 @@ class LeTCC(Code):
         if pos.size == 0:
             return avail, None, np.zeros(0, dtype=np.int64), report.pop("decoded", None)
         flagged = np.sort(srt[pos])
-        kept = np.ones(srt.size, dtype=bool)
-        kept[pos] = False
-        keep_rows = np.flatnonzero(kept) if rows is None else np.sort(rows[kept])   # rows of Y kept, Y's order
+        kept = report["kept"]
+        keep_rows = kept if rows is None else np.sort(rows[kept])   # rows of Y kept, Y's order
         return avail[keep_rows], keep_rows, flagged, None
 
     def clean_round_threshold(self, n: int, space: str = "linear", pair: bool = False) -> float:

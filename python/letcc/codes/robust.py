@@ -397,7 +397,7 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     the top-scored answer), ``statistic`` and ``threshold`` (None untested)
     and, where the first step tested pairs, ``pair_top`` (the positions of
     the top pair), ``pair_statistic`` and ``pair_threshold``; ``swap``:
-    whether the swap step ran.
+    whether the swap step ran; ``kept``: the positions not erased, ascending.
 
     ``decode`` (with ``report``; a letcc._core.DenseOperator with n
     columns): the first step's pass also applies it to the answers, in
@@ -413,11 +413,11 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
         pair_ratio = None       # untested: E single erasures
     t = detection_knots(nodes) if knots is None else knots
     d = splines.get(t)
-    erased, rep, decoded = _core.spline_locate(d.plan, Y, rows, d.one_minus_diag, d.pair_inv, d.hat, t, d.lam, E,
-                                               ratio, pair_ratio, decode, 0, _PAIR_CHOICE, _SWAP_STEP)
+    erased, kept, rep, decoded = _core.spline_locate(d.plan, Y, rows, d.one_minus_diag, d.pair_inv, d.hat, t, d.lam,
+                                                     E, ratio, pair_ratio, decode, 0, _PAIR_CHOICE, _SWAP_STEP)
     if report is not None:
         top, stat, threshold, pair_top, stat2, threshold2, swapped = rep
-        report.update(top=top, statistic=stat, threshold=threshold, swap=swapped)
+        report.update(top=top, statistic=stat, threshold=threshold, swap=swapped, kept=kept)
         if pair_top is not None:
             report.update(pair_top=pair_top, pair_statistic=stat2, pair_threshold=threshold2)
         if decoded is not None:
