@@ -162,55 +162,104 @@ LETCC_LOC_INLINE void locator_tile_impl(const PlanTables& p, const LocatorCoeffs
     for (std::size_t r = 0; r < grows; ++r)
         if (r <= 1 || r >= nn) std::memset(buf + r * tw, 0, tw * sizeof(double));
 
-    // forward substitution fused with Q^T y; d1[i - 1], d2[i - 1] from its rows
-    for (std::int64_t i = 1; i + 1 < n; ++i) {
+    // forward substitution fused with Q^T y; d1[i - 1], d2[i - 1] from its
+    // rows. Two knots a trip (i, i + 1; the last alone where their number is
+    // odd): the second's z and distances take the first's rows and z from
+    // registers, so a trip loads 6 rows for 2 knots, not 10 (the pass is
+    // bound by its loads and stores as much as by its multiply-adds). Each
+    // sum still runs over the columns in the same lanes and order.
+    for (std::int64_t i = 1; i + 1 < n;) {
+        const bool two = i + 2 < n;
         const T* ym = rows[i - 1] + c0;
         const T* y0 = rows[i] + c0;
         const T* yp = rows[i + 1] + c0;
+        const T* yq = two ? rows[i + 2] + c0 : yp;
         double* z = buf + static_cast<std::size_t>(i + 1) * tw;
+        double* zb = z + tw;
         const double* z1 = z - tw;
         const double* z2 = z - 2 * tw;
-        const double qa = p.qa[i], qb = p.qb[i], qc = p.qc[i], l1 = p.l1[i], l2 = p.l2[i];
 #if defined(__GNUC__)
         // Rows of a tile are m elements apart: more streams than the hardware
-        // prefetcher follows. Ask for the rows this step reads first of the
+        // prefetcher follows. Ask for the rows this trip reads first of the
         // tile this thread takes next (prefetch_cols columns on), as
         // kernels.hpp's forward substitution does.
         if (prefetch_cols) {
-            for (std::int64_t r = (i == 1 ? 0 : i + 1); r <= i + 1; ++r) {
+            for (std::int64_t r = (i == 1 ? 0 : i + 1); r <= i + (two ? 2 : 1); ++r) {
                 const char* nxt = reinterpret_cast<const char*>(rows[r] + c0 + prefetch_cols);
                 for (std::size_t b0 = 0; b0 < tw * sizeof(T); b0 += 64) __builtin_prefetch(nxt + b0, 0, 1);
             }
         }
 #endif
+        const double qa = p.qa[i], qb = p.qb[i], qc = p.qc[i], l1 = p.l1[i], l2 = p.l2[i];
         const V va = loc_set1<W>(qa), vb = loc_set1<W>(qb), vc = loc_set1<W>(qc), v1 = loc_set1<W>(l1), v2 = loc_set1<W>(l2);
         V a1 = loc_set1<W>(0.0), a2 = loc_set1<W>(0.0);
-        for (std::size_t j = 0; j < full; j += W) {
-            const V m = loc_load<W>(ym + j), c = loc_load<W>(y0 + j), q = loc_load<W>(yp + j);
-            loc_store<W>(z + j, va * m + vb * c + vc * q - v1 * loc_load<W>(z1 + j) - v2 * loc_load<W>(z2 + j));
-            const V e1 = m - c, e2 = m - q;
-            a1 += e1 * e1;
-            a2 += e2 * e2;
-        }
         double t1[W] = {0}, t2[W] = {0};
-        for (std::size_t j = full; j < tw; ++j) {
-            const double m = static_cast<double>(ym[j]), c = static_cast<double>(y0[j]),
-                         q = static_cast<double>(yp[j]);
-            z[j] = qa * m + qb * c + qc * q - l1 * z1[j] - l2 * z2[j];
-            t1[j - full] += (m - c) * (m - c);
-            t2[j - full] += (m - q) * (m - q);
+        if (two) {
+            const double qa2 = p.qa[i + 1], qb2 = p.qb[i + 1], qc2 = p.qc[i + 1], l12 = p.l1[i + 1],
+                         l22 = p.l2[i + 1];
+            const V wa = loc_set1<W>(qa2), wb = loc_set1<W>(qb2), wc = loc_set1<W>(qc2), w1 = loc_set1<W>(l12),
+                    w2 = loc_set1<W>(l22);
+            V b1 = loc_set1<W>(0.0), b2 = loc_set1<W>(0.0);
+            for (std::size_t j = 0; j < full; j += W) {
+                const V m = loc_load<W>(ym + j), c = loc_load<W>(y0 + j), q = loc_load<W>(yp + j),
+                        u = loc_load<W>(yq + j);
+                const V zp = loc_load<W>(z1 + j);
+                const V za = va * m + vb * c + vc * q - v1 * zp - v2 * loc_load<W>(z2 + j);
+                loc_store<W>(z + j, za);
+                loc_store<W>(zb + j, wa * c + wb * q + wc * u - w1 * za - w2 * zp);
+                const V e1 = m - c, e2 = m - q, f1 = c - q, f2 = c - u;
+                a1 += e1 * e1;
+                a2 += e2 * e2;
+                b1 += f1 * f1;
+                b2 += f2 * f2;
+            }
+            double s1[W] = {0}, s2[W] = {0};
+            for (std::size_t j = full; j < tw; ++j) {
+                const double m = static_cast<double>(ym[j]), c = static_cast<double>(y0[j]),
+                             q = static_cast<double>(yp[j]), u = static_cast<double>(yq[j]);
+                const double za = qa * m + qb * c + qc * q - l1 * z1[j] - l2 * z2[j];
+                z[j] = za;
+                zb[j] = qa2 * c + qb2 * q + qc2 * u - l12 * za - l22 * z1[j];
+                t1[j - full] += (m - c) * (m - c);
+                t2[j - full] += (m - q) * (m - q);
+                s1[j - full] += (c - q) * (c - q);
+                s2[j - full] += (c - u) * (c - u);
+            }
+            d1[i] = loc_sum<W>(b1, s1);
+            d2[i] = loc_sum<W>(b2, s2);
+        } else {
+            for (std::size_t j = 0; j < full; j += W) {
+                const V m = loc_load<W>(ym + j), c = loc_load<W>(y0 + j), q = loc_load<W>(yp + j);
+                loc_store<W>(z + j, va * m + vb * c + vc * q - v1 * loc_load<W>(z1 + j) - v2 * loc_load<W>(z2 + j));
+                const V e1 = m - c, e2 = m - q;
+                a1 += e1 * e1;
+                a2 += e2 * e2;
+            }
+            for (std::size_t j = full; j < tw; ++j) {
+                const double m = static_cast<double>(ym[j]), c = static_cast<double>(y0[j]),
+                             q = static_cast<double>(yp[j]);
+                z[j] = qa * m + qb * c + qc * q - l1 * z1[j] - l2 * z2[j];
+                t1[j - full] += (m - c) * (m - c);
+                t2[j - full] += (m - q) * (m - q);
+            }
         }
         d1[i - 1] = loc_sum<W>(a1, t1);
         d2[i - 1] = loc_sum<W>(a2, t2);
+        i += two ? 2 : 1;
     }
 
     // back substitution: gamma at knot i from knots i + 1, i + 2; then knot
     // i + 1's residual from gamma i .. i + 2, all final. With Pairs each
     // residual row also goes into rnext (the buffer's last row, zero at the
-    // start and read by nothing else) for the next knot's product.
+    // start and read by nothing else) for the next knot's product. Two knots
+    // a trip (i, i - 1), as the forward substitution: the second's gamma and
+    // residual take the first's from registers, and only the second's
+    // residual goes to rnext.
     double* rnext = buf + (grows - 1) * tw;
-    for (std::int64_t i = n - 2; i >= 1; --i) {
+    for (std::int64_t i = n - 2; i >= 1;) {
+        const bool two = i >= 2;
         double* g = buf + static_cast<std::size_t>(i + 1) * tw;
+        double* gb = g - tw;
         const double* g1 = g + tw;
         const double* g2 = g + 2 * tw;
         const double d = p.inv_d[i], u1 = p.l1[i + 1], u2 = p.l2[i + 2];
@@ -219,31 +268,76 @@ LETCC_LOC_INLINE void locator_tile_impl(const PlanTables& p, const LocatorCoeffs
         const V vd = loc_set1<W>(d), vu1 = loc_set1<W>(u1), vu2 = loc_set1<W>(u2);
         const V vra = loc_set1<W>(ra), vrb = loc_set1<W>(rb), vrc = loc_set1<W>(rcc);
         V acc = loc_set1<W>(0.0), accp = loc_set1<W>(0.0);
-        for (std::size_t j = 0; j < full; j += W) {
-            const V h1 = loc_load<W>(g1 + j), h2 = loc_load<W>(g2 + j);
-            const V h0 = loc_load<W>(g + j) * vd - vu1 * h1 - vu2 * h2;
-            loc_store<W>(g + j, h0);
-            const V r = vra * h0 + vrb * h1 + vrc * h2;
-            acc += r * r;
-            if constexpr (Pairs) {
-                accp += r * loc_load<W>(rnext + j);
-                loc_store<W>(rnext + j, r);
-            }
-        }
         double t[W] = {0}, tp[W] = {0};
-        for (std::size_t j = full; j < tw; ++j) {
-            const double h1 = g1[j], h2 = g2[j];
-            const double h0 = g[j] * d - u1 * h1 - u2 * h2;
-            g[j] = h0;
-            const double r = ra * h0 + rb * h1 + rcc * h2;
-            t[j - full] += r * r;
-            if (Pairs) {
-                tp[j - full] += r * rnext[j];
-                rnext[j] = r;
+        if (two) {
+            // knot i - 1's gamma (d, u1, u2 of i - 1) and knot i's residual (ra .. rc of i)
+            const double db = p.inv_d[i - 1], w1 = p.l1[i], w2 = p.l2[i + 1];
+            const double sa = rc_.ra[k - 1], sb = rc_.rb[k - 1], sc = rc_.rc[k - 1];
+            const V wd = loc_set1<W>(db), vw1 = loc_set1<W>(w1), vw2 = loc_set1<W>(w2);
+            const V vsa = loc_set1<W>(sa), vsb = loc_set1<W>(sb), vsc = loc_set1<W>(sc);
+            V accb = loc_set1<W>(0.0), accpb = loc_set1<W>(0.0);
+            for (std::size_t j = 0; j < full; j += W) {
+                const V h1 = loc_load<W>(g1 + j), h2 = loc_load<W>(g2 + j);
+                const V h0 = loc_load<W>(g + j) * vd - vu1 * h1 - vu2 * h2;
+                loc_store<W>(g + j, h0);
+                const V hb = loc_load<W>(gb + j) * wd - vw1 * h0 - vw2 * h1;
+                loc_store<W>(gb + j, hb);
+                const V r = vra * h0 + vrb * h1 + vrc * h2;
+                const V rbv = vsa * hb + vsb * h0 + vsc * h1;
+                acc += r * r;
+                accb += rbv * rbv;
+                if constexpr (Pairs) {
+                    accp += r * loc_load<W>(rnext + j);
+                    accpb += rbv * r;
+                    loc_store<W>(rnext + j, rbv);
+                }
+            }
+            double tb[W] = {0}, tpb[W] = {0};
+            for (std::size_t j = full; j < tw; ++j) {
+                const double h1 = g1[j], h2 = g2[j];
+                const double h0 = g[j] * d - u1 * h1 - u2 * h2;
+                g[j] = h0;
+                const double hb = gb[j] * db - w1 * h0 - w2 * h1;
+                gb[j] = hb;
+                const double r = ra * h0 + rb * h1 + rcc * h2;
+                const double rbs = sa * hb + sb * h0 + sc * h1;
+                t[j - full] += r * r;
+                tb[j - full] += rbs * rbs;
+                if (Pairs) {
+                    tp[j - full] += r * rnext[j];
+                    tpb[j - full] += rbs * r;
+                    rnext[j] = rbs;
+                }
+            }
+            rss[k - 1] = loc_sum<W>(accb, tb);
+            if (Pairs) rr[k - 1] = loc_sum<W>(accpb, tpb);
+        } else {
+            for (std::size_t j = 0; j < full; j += W) {
+                const V h1 = loc_load<W>(g1 + j), h2 = loc_load<W>(g2 + j);
+                const V h0 = loc_load<W>(g + j) * vd - vu1 * h1 - vu2 * h2;
+                loc_store<W>(g + j, h0);
+                const V r = vra * h0 + vrb * h1 + vrc * h2;
+                acc += r * r;
+                if constexpr (Pairs) {
+                    accp += r * loc_load<W>(rnext + j);
+                    loc_store<W>(rnext + j, r);
+                }
+            }
+            for (std::size_t j = full; j < tw; ++j) {
+                const double h1 = g1[j], h2 = g2[j];
+                const double h0 = g[j] * d - u1 * h1 - u2 * h2;
+                g[j] = h0;
+                const double r = ra * h0 + rb * h1 + rcc * h2;
+                t[j - full] += r * r;
+                if (Pairs) {
+                    tp[j - full] += r * rnext[j];
+                    rnext[j] = r;
+                }
             }
         }
         rss[k] = loc_sum<W>(acc, t);
         if (Pairs && k + 1 < nn) rr[k] = loc_sum<W>(accp, tp);     // (knot n - 1 has no next)
+        i -= two ? 2 : 1;
     }
 
     // knots 1 and 0 (gamma at knot 0 is zero: the natural end)
