@@ -204,6 +204,7 @@ class CleanRoundTest:
         self._key = (alpha.tobytes(), beta.tobytes(), float(lam_enc), false_alarm)
         self._alpha, self._beta, self._encoder, self._splines = alpha, beta, encoder, splines
         self._held: dict = {}       # (n, space, pairs) -> thresholds: a dict lookup per decode (0.1 us, not 1.3)
+        self._lookups: dict = {}    # (space, pair, pairs) -> the locate's threshold function (_lookup)
 
     def thresholds(self, n: int, space: str):
         """The threshold on T for n answers decoded in `space` ('linear' or
@@ -230,9 +231,29 @@ class CleanRoundTest:
 
     def ratio_for(self, space: str):
         """n -> threshold(n, space), for robust.spline_locate's ``ratio``."""
-        return lambda n: self.threshold(n, space)
+        return self._lookup(space, False)
 
     def pair_ratio_for(self, space: str):
         """n -> pair_threshold(n, space), for spline_locate's ``pair_ratio``
         (None without pairs)."""
-        return (lambda n: self.pair_threshold(n, space)) if self.pairs else None
+        return self._lookup(space, True) if self.pairs else None
+
+    def _lookup(self, space: str, pair: bool):
+        """One function per (space, pair) that the locate calls for each
+        size it reaches: a dict lookup once a size is known (the compiled
+        locate calls it 2-4 times a round; through threshold() each call was
+        four Python frames)."""
+        key = (space, pair, self.pairs)
+        fn = self._lookups.get(key)
+        if fn is None:
+            known: dict = {}
+            slow = self.pair_threshold if pair else self.threshold
+
+            def fn(n: int) -> float:
+                v = known.get(n)
+                if v is None:
+                    v = known[n] = slow(n, space)
+                return v
+
+            self._lookups[key] = fn
+        return fn
