@@ -545,17 +545,23 @@ class LeTCC(Code):
         elif kept is None:
             est = self._decode_plain(avail, Y, False)
         else:
-            est = self._decode_kept(avail, Y, kept)
+            # 'auto' with more than E answers that are not probabilities (the
+            # check's scan, not log) and at most E erased: a row kept is one of
+            # them, so the plain decoder decodes the rows kept linearly
+            est = self._decode_kept(avail, Y, kept, linear=space is None and prob is not None and not invalid.size
+                                    and self.valid is not None)
         return (est, flagged) if return_flagged else est
 
-    def _decode_kept(self, avail: np.ndarray, Y, rows: np.ndarray):
+    def _decode_kept(self, avail: np.ndarray, Y, rows: np.ndarray, linear: bool = False):
         """_decode_plain of the rows `rows` of Y (row rows[i]: worker
         avail[i]), without copying them where the decode is known to be
-        linear: output_space='linear', or 'auto' with a row kept that is not
+        linear: output_space='linear', `linear` (the caller knows a row kept
+        is not a probability vector), or 'auto' with a row kept that is not
         a probability vector (then the rows kept are not all probabilities,
         and the plain decoder decodes them linearly too)."""
-        linear = self._space == "linear"
-        if self._space is None and type(Y) is np.ndarray and Y.ndim >= 2 and Y.flags.c_contiguous:
+        linear = linear or self._space == "linear"
+        if (not linear and self._space is None and type(Y) is np.ndarray and Y.ndim >= 2
+                and Y.flags.c_contiguous):
             r = int(rows[0])
             Z = _core.log_prepare(Y[r:r + 1], True, PROB_SUM_TOL, LOG_FLOOR)
             linear = Z is None or Z is False
