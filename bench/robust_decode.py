@@ -33,12 +33,18 @@ from 16 MiB of answers (m = 10^5 here, float64; letcc.codes.letcc_code.PASS_DECO
 also makes the decode, on the column tiles it has in cache, so a clean round reads the answers once
 (bit for bit the plain decode; below that size both are bound by their arithmetic and fusing them
 saved nothing, and where the round has an erasure the decode made in the pass is wasted).
-Each erasure adds a pass over the answers kept (exact: the detection spline of the answers kept is
-another spline), the copy of the answers kept and the plain decode of another answering set, so a
-round with 2 erasures makes 2 scoring passes, a copy and a decode. 'probabilities, 2 sign-flipped'
-never reaches the locator (the probability check erases both): its cost is the check's
-answer-by-answer logs and the log-space decode, unchanged by the locator. The machine is shared
-(2 cores, load average 3-5 while these ran): quote the ratios, not the microseconds.
+Each later step rescores the answers kept without a scoring pass: one pass of cross products
+against the erased answers' residual rows (letcc._core.locator_rescore; about 0.4-0.5x a plain
+decode for one erased answer at m >= 10^4), and the steps themselves (tests, erasures, the pair
+choice, the swap step) run in one compiled call (letcc._core.spline_locate). The rows kept are
+then decoded in place (no copy) by the plain decoder of their answering set. So a round with 2
+erasures one at a time makes a scoring pass, a rescoring pass and a decode; 2 erased as a pair,
+a scoring pass, a rescoring pass per other candidate pair the pair choice weighs (none where the
+pairs one apart are not erasable) and a decode. 'probabilities, 2 sign-flipped' never reaches the locator (the
+probability check erases both): its cost is the check's answer-by-answer logs and the log-space
+decode, unchanged by the locator; its 'plain, same' decode is a linear one (sign-flipped rows
+are not probabilities), so compare it with the plain decode of the honest answers. The machine is
+shared (2 cores): quote the ratios, not the microseconds.
 
 Run:  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/robust_decode.py
 Writes bench/results/robust_decode.md (``--out DIR`` elsewhere; ``--quick``: small m only, a check
