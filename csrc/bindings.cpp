@@ -281,6 +281,28 @@ py::object apply_rows(const driver::DenseMap& map, const py::object& yobj, const
     return std::move(out);
 }
 
+// A decode made in the locator's pass (driver::PassDecode): decode None, or a
+// DenseOperator of n columns, and its (q, m) output of y's dtype.
+struct PassDecodeArg {
+    const driver::DenseMap* map = nullptr;
+    py::array out;
+};
+
+PassDecodeArg pass_decode_arg(const py::object& decodeobj, std::size_t n, std::size_t m, FloatKind kind) {
+    PassDecodeArg d;
+    if (decodeobj.is_none()) return d;
+    if (!py::isinstance<driver::DenseMap>(decodeobj))
+        throw py::type_error("decode must be a letcc._core.DenseOperator or None, got " +
+                             std::string(py::str(py::type::of(decodeobj).attr("__name__"))));
+    d.map = &decodeobj.cast<const driver::DenseMap&>();
+    if (static_cast<std::size_t>(d.map->n()) != n || n < 2)
+        throw py::value_error("decode has " + std::to_string(d.map->n()) + " columns but the plan has " +
+                              std::to_string(n) + " knots (at least 2)");
+    const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(d.map->q()), static_cast<py::ssize_t>(m)};
+    d.out = kind == FloatKind::f64 ? py::array(py::array_t<double>(shape)) : py::array(py::array_t<float>(shape));
+    return d;
+}
+
 // The spline locator's scores (s, loo) of n answers (letcc.codes.robust): the
 // rows of y (2-D, C-contiguous float32/float64, (answers, m)) that `rows`
 // names in knot order (None: every row of y, in order), scored with the
@@ -315,19 +337,9 @@ py::tuple locator_scores(const driver::SplinePlan& plan, const py::object& yobj,
     double* pp = pair.mutable_data();
     py::array_t<double> sums(static_cast<py::ssize_t>(want_sums ? locator_sums_size(plan.n(), pairs) : 0));
     double* sums_p = want_sums ? sums.mutable_data() : nullptr;
-    const driver::DenseMap* dec = nullptr;
-    py::array est;
-    if (!decodeobj.is_none()) {
-        if (!py::isinstance<driver::DenseMap>(decodeobj))
-            throw py::type_error("decode must be a letcc._core.DenseOperator or None, got " +
-                                 std::string(py::str(py::type::of(decodeobj).attr("__name__"))));
-        dec = &decodeobj.cast<const driver::DenseMap&>();
-        if (static_cast<std::size_t>(dec->n()) != n || n < 2)
-            throw py::value_error("decode has " + std::to_string(dec->n()) + " columns but the plan has " +
-                                  std::to_string(n) + " knots (at least 2)");
-        const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(dec->q()), static_cast<py::ssize_t>(m)};
-        est = kind == FloatKind::f64 ? py::array(py::array_t<double>(shape)) : py::array(py::array_t<float>(shape));
-    }
+    const PassDecodeArg decode = pass_decode_arg(decodeobj, n, m, kind);
+    const driver::DenseMap* dec = decode.map;
+    py::array est = decode.out;
     void* est_p = dec != nullptr ? est.mutable_data() : nullptr;
     on_rows(kind, y, idx, m, [&](auto rows) {
         using T = std::remove_const_t<std::remove_pointer_t<std::remove_pointer_t<decltype(rows)>>>;
@@ -497,19 +509,9 @@ py::tuple spline_locate_py(const driver::SplinePlan& plan, const py::object& yob
     d.knots = knots.data();
     d.lam = lam;
     d.n = n;
-    const driver::DenseMap* dec = nullptr;
-    py::array est;
-    if (!decodeobj.is_none()) {
-        if (!py::isinstance<driver::DenseMap>(decodeobj))
-            throw py::type_error("decode must be a letcc._core.DenseOperator or None, got " +
-                                 std::string(py::str(py::type::of(decodeobj).attr("__name__"))));
-        dec = &decodeobj.cast<const driver::DenseMap&>();
-        if (static_cast<std::size_t>(dec->n()) != n || n < 2)
-            throw py::value_error("decode has " + std::to_string(dec->n()) + " columns but the plan has " +
-                                  std::to_string(n) + " knots (at least 2)");
-        const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(dec->q()), static_cast<py::ssize_t>(m)};
-        est = kind == FloatKind::f64 ? py::array(py::array_t<double>(shape)) : py::array(py::array_t<float>(shape));
-    }
+    const PassDecodeArg decode = pass_decode_arg(decodeobj, n, m, kind);
+    const driver::DenseMap* dec = decode.map;
+    py::array est = decode.out;
     void* est_p = dec != nullptr ? est.mutable_data() : nullptr;
     driver::LocateReport rep;
     std::vector<std::size_t> erased;
