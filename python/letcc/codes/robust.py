@@ -387,9 +387,9 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     single step acts).
 
     A tested locate that spends its budget, where its last step left
-    another answer above the threshold, ends with the swap step: while the answers kept still fail the test, an
-    erased answer is given back for the top-scored one kept where that
-    leaves a rest that passes. (The gate spares the rescoring the swap step
+    another answer above the threshold, ends with the swap step: while the
+    answers kept still fail the test, an erased answer is given back for
+    the top-scored one kept where that leaves a rest that passes. (The gate spares the rescoring the swap step
     starts with in rounds whose wrong answers all went: without it, erased
     rounds took 15-25% longer to decode at m = 1000 - 10^4.)
 
