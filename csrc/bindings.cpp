@@ -468,7 +468,8 @@ std::function<double(std::size_t)> threshold_function(const py::object& obj, con
 // (erased: int64 positions in the order erased, kept: the others ascending,
 // report: (top, statistic,
 // threshold or None, pair_top or None, pair_statistic, pair_threshold,
-// swap_ran), decoded: the pass's decode where nothing was erased, else None).
+// swap_ran), decoded: the pass's decode where the pass ran and erased
+// nothing, else None).
 // pair_choice and swap: the bench's and the tests' ablation switches. The GIL
 // is released around the locate (a threshold callable takes it again).
 py::tuple spline_locate_py(const driver::SplinePlan& plan, const py::object& yobj, const py::object& rowsobj,
@@ -532,7 +533,8 @@ py::tuple spline_locate_py(const driver::SplinePlan& plan, const py::object& yob
     const py::object ptop = rep.has_pair ? py::object(py::make_tuple(rep.pair_top, rep.pair_top + 1)) : py::none();
     const py::tuple report = py::make_tuple(rep.top, rep.statistic, thr, ptop, rep.pair_statistic,
                                             rep.pair_threshold, rep.swap_ran);
-    const py::object decoded = dec != nullptr && erased.empty() ? py::object(est) : py::object(py::none());
+    // the pass's decode, where the pass ran (with steps) and erased nothing
+    const py::object decoded = dec != nullptr && rep.scored && erased.empty() ? py::object(est) : py::object(py::none());
     return py::make_tuple(out, kept, report, decoded);
 }
 

@@ -63,7 +63,8 @@ void locator_tile_f32(const PlanTables& p, const LocatorCoeffs& c, const float* 
 
 // The locator's rescoring pass (locator_rescore.hpp, locator_kernel.hpp's
 // rescore_tile) over columns [c0, c0 + tw): out (n nx + nd doubles) is
-// overwritten with this tile's y_j . r_x and distances; buf: nx tw doubles.
+// overwritten with this tile's y_j . r_x and distances; buf:
+// rescore_buffer_size(n, nx, nd) doubles (locator.hpp), whatever tw.
 void rescore_tile_f64(const double* ihx, std::size_t nx, std::size_t n, const double* const* rows,
                       const std::size_t* da, const std::size_t* db, std::size_t nd, std::size_t c0, std::size_t tw,
                       double* buf, double* out, std::size_t prefetch_cols = 0);

@@ -473,6 +473,7 @@ LETCC_LOC_INLINE void rescore_tile(const double* ihx, std::size_t nx, std::size_
                                    std::size_t tw, double* buf, double* out, std::size_t prefetch_cols) {
     constexpr std::size_t B = kRescoreBlock;
     static_assert(B == 8, "the chunks below cover 8 vectors");
+    static_assert(W <= 8, "rescore_buffer_size counts 8 lanes an accumulator");
     const std::size_t full = tw / W * W;
     const std::size_t np = n * nx + nd;
     double* acc = buf;                      // np vectors: the products' accumulators

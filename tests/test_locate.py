@@ -45,6 +45,34 @@ def test_erasable_masks_are_the_stated_rule(rng):
         np.testing.assert_array_equal(pair_erasable(t), pair)
 
 
+def test_a_gap_that_is_not_a_number_makes_nothing_erasable():
+    """numpy's median and minimum carry NaN: no answer or pair is erasable."""
+    t = np.array([-3.0, -2.5, np.nan, -1.5, -1.0, -0.5])
+    assert not erasable(t).any() and not pair_erasable(t).any()
+
+
+def test_the_pass_decode_comes_back_only_where_the_pass_ran(rng):
+    """decode= with no steps to take (E = 0, or 3 answers): no pass, no decode
+    (None, never the unwritten output array); with steps and nothing erased,
+    the pass's decode is the operator applied to the answers."""
+    from letcc.splines import DenseOperator
+
+    t = random_knots(rng, 9)
+    Y = answers(rng, t, 5, noise=0.001)
+    d = DetectionSplines().get(t)
+    A = DenseOperator(rng.standard_normal((2, 9)))
+    args = (d.plan, Y, None, d.one_minus_diag, d.pair_inv, d.hat, t, d.lam)
+    assert _core.spline_locate(*args, 0, 1e9, None, A._op)[3] is None
+    erased, kept, rep, decoded = _core.spline_locate(*args, 2, 1e9, None, A._op)
+    assert erased.size == 0 and kept.tolist() == list(range(9))
+    np.testing.assert_allclose(decoded, A.matrix() @ Y, rtol=1e-12, atol=1e-12)
+    t3 = t[:3]
+    d3 = DetectionSplines().get(t3)
+    out = _core.spline_locate(d3.plan, Y[:3], None, d3.one_minus_diag, d3.pair_inv, d3.hat, t3, d3.lam, 2, 1e9,
+                              None, DenseOperator(np.ones((2, 3)))._op)
+    assert out[0].size == 0 and out[3] is None
+
+
 def _declines_somewhere(t, Y, erased):
     """Whether the rescoring identity declines for some prefix of `erased`."""
     d = DetectionSplines().get(t)

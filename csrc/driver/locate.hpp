@@ -84,13 +84,17 @@ inline ErasableMasks erasable_masks(const double* knots, std::size_t n) {
     m.not_pair.assign(n >= 1 ? n - 1 : 0, 1);
     if (n < 3) return m;
     std::vector<double> gaps(n - 1);
-    for (std::size_t i = 0; i + 1 < n; ++i) gaps[i] = knots[i + 1] - knots[i];
-    const double med = np_sorted_median(gaps.data(), gaps.size());
+    bool nan = false;
+    for (std::size_t i = 0; i + 1 < n; ++i) {
+        gaps[i] = knots[i + 1] - knots[i];
+        nan = nan || std::isnan(gaps[i]);
+    }
+    // numpy's median and minimum: NaN in, NaN out (and nothing erasable)
+    const double med = nan ? std::numeric_limits<double>::quiet_NaN() : np_sorted_median(gaps.data(), gaps.size());
     const double inf = std::numeric_limits<double>::infinity();
     for (std::size_t i = 0; i < n; ++i) {
         const double left = i >= 1 ? gaps[i - 1] : inf, right = i + 1 < n ? gaps[i] : inf;
-        // not (near <= limit): a NaN gap is not erasable, as numpy's comparison says
-        m.not_single[i] = !(std::min(left, right) <= kIsolatedGaps * med);
+        m.not_single[i] = !(locator_detail::np_min(left, right) <= kIsolatedGaps * med);
         m.any_single = m.any_single || m.not_single[i];
     }
     if (n < 4) return m;
@@ -132,6 +136,7 @@ struct LocateReport {
     std::int64_t pair_top = -1;     // the pair pair_top, pair_top + 1
     double pair_statistic = 0.0, pair_threshold = 0.0;
     bool swap_ran = false;          // the swap step ran (the budget spent, another answer above the threshold)
+    bool scored = false;            // the first pass ran (none where there are no steps: E = 0 or n <= 3)
 };
 
 namespace locate_detail {
@@ -377,6 +382,7 @@ std::vector<std::size_t> spline_locate(const LocateSpline& d, const T* const* ro
         const double stat = over(sc.s[i], med);
         const double r = tested ? loc.ratio(nk) : std::numeric_limits<double>::quiet_NaN();
         if (erased.empty()) {
+            rep.scored = true;
             rep.top = static_cast<std::int64_t>(keep[i]);
             rep.statistic = stat;
             rep.threshold = r;
