@@ -189,11 +189,27 @@ public:
     // (robust.locator_rescored): from the first pass's sums where that is
     // accurate, else a pass of their own with the first step's lam.
     Scores rescored(const std::vector<std::size_t>& erased, bool pairs) {
-        const std::size_t n = d_.n, nk = n - erased.size();
+        return std::move(rescored_sets({erased}, pairs)[0]);
+    }
+
+    // rescored() of several sets of erasures, their cross products formed in
+    // one pass (locator_rescore_sets); a set that declines gets its own pass.
+    std::vector<Scores> rescored_sets(const std::vector<std::vector<std::size_t>>& sets, bool pairs) {
+        std::vector<RescoredScores> r =
+            locator_rescore_sets<T>(d_.hat, first_sums_.data(), rows_, d_.n, m_, sets, pairs, threads_);
+        std::vector<Scores> out(sets.size());
+        for (std::size_t c = 0; c < sets.size(); ++c)
+            out[c] = r[c].ok ? Scores{std::move(r[c].s), std::move(r[c].loo), std::move(r[c].pair)}
+                             : own_pass(sets[c], pairs);
+        return out;
+    }
+
+    // The answers kept scored by a pass of their own: the detection spline
+    // of their knots with the first step's lam (robust.DetectionSplines.get(
+    // knots kept, lam)), where the rescoring identity would lose accuracy.
+    Scores own_pass(const std::vector<std::size_t>& erased, bool pairs) {
+        const std::size_t nk = d_.n - erased.size();
         Scores sc{std::vector<double>(nk), std::vector<double>(nk), std::vector<double>(pairs ? nk - 1 : 0)};
-        if (locator_rescore<T>(d_.hat, first_sums_.data(), rows_, n, m_, erased, pairs, threads_, sc.s.data(),
-                               sc.loo.data(), sc.p.data()))
-            return sc;
         const std::vector<std::size_t> kept = kept_of(erased);
         std::vector<double> xk(nk), ones(nk, 1.0);
         std::vector<const T*> rk(nk);
@@ -201,8 +217,6 @@ public:
             xk[t] = d_.knots[kept[t]];
             rk[t] = rows_[kept[t]];
         }
-        // the detection spline of the knots kept, with the first step's lam
-        // (robust.DetectionSplines.get(knots kept, lam))
         const SplinePlan plan(xk, ones, d_.lam, xk, 0, "banded");
         std::vector<double> H(nk * nk), omd(nk), upper(nk - 1), lower(nk - 1), pinv(4 * (nk - 1));
         plan.matrix(H.data());
@@ -225,13 +239,20 @@ public:
         return erasable_masks(xk.data(), xk.size());
     }
 
-    // The round statistic of the answers kept after erasing `erased`, the
-    // test's view of their scores (robust._rest_statistic), and those scores.
-    std::pair<double, std::vector<double>> rest_statistic(const std::vector<std::size_t>& erased) {
-        Scores sc = rescored(erased, false);
-        apply_mask(sc.s, masks(erased).not_single);
-        return {over(sc.s[np_argmax(sc.s.data(), sc.s.size())], np_sorted_median(sc.loo.data(), sc.loo.size())),
-                std::move(sc.s)};
+    // The round statistic of the answers kept after erasing each of `sets`,
+    // the test's view of their scores (robust._rest_statistic), and those
+    // scores; one pass of cross products for all of them.
+    std::vector<std::pair<double, std::vector<double>>> rest_statistics(
+        const std::vector<std::vector<std::size_t>>& sets) {
+        std::vector<Scores> sc = rescored_sets(sets, false);
+        std::vector<std::pair<double, std::vector<double>>> out;
+        out.reserve(sets.size());
+        for (std::size_t c = 0; c < sets.size(); ++c) {
+            apply_mask(sc[c].s, masks(sets[c]).not_single);
+            const double top = sc[c].s[np_argmax(sc[c].s.data(), sc[c].s.size())];
+            out.emplace_back(over(top, np_sorted_median(sc[c].loo.data(), sc[c].loo.size())), std::move(sc[c].s));
+        }
+        return out;
     }
 
     std::vector<std::size_t> kept_of(const std::vector<std::size_t>& erased) const {
@@ -269,8 +290,8 @@ private:
 // The two positions (into the answers kept, `keep`) a firing pair test
 // erases (robust's pair choice): the top pair j, j + 1, or one of the two
 // answers one apart around it (j - 1, j + 1 or j, j + 2, both erasable),
-// whichever leaves the answers kept the smallest round statistic (each
-// rescored without a scoring pass). Two wrong answers with an honest one
+// whichever leaves the answers kept the smallest round statistic (all of
+// them rescored from one pass of cross products). Two wrong answers with an honest one
 // between them (wrong, honest, wrong) make the pairs of each with the honest
 // one score high too, and erasing such a pair left the second wrong answer in
 // and the honest one out (bench/results/pair_stage.md); two wrong answers
@@ -286,52 +307,59 @@ std::pair<std::size_t, std::size_t> pair_to_erase(Locate<T>& loc, const std::vec
         if (j + 2 < n && !mk.not_single[j] && !mk.not_single[j + 2]) options.push_back({j, j + 2});
     }
     if (options.size() == 1) return options[0];
+    std::vector<std::vector<std::size_t>> cands;
+    for (const auto& o : options) {
+        cands.push_back(erased);
+        cands.back().push_back(keep[o.first]);
+        cands.back().push_back(keep[o.second]);
+    }
+    const auto rest = loc.rest_statistics(cands);
     double best = std::numeric_limits<double>::infinity();
     std::pair<std::size_t, std::size_t> pick = options[0];
-    for (const auto& o : options) {
-        std::vector<std::size_t> cand = erased;
-        cand.push_back(keep[o.first]);
-        cand.push_back(keep[o.second]);
-        const double rest = loc.rest_statistic(cand).first;
-        if (rest < best) {
-            best = rest;
-            pick = o;
+    for (std::size_t c = 0; c < options.size(); ++c)
+        if (rest[c].first < best) {
+            best = rest[c].first;
+            pick = options[c];
         }
-    }
     return pick;
 }
 
 // The erased positions after the swap step (robust's swap step): while the
 // answers kept still fail the test, the top-scored answer kept replaces the
 // erased one whose return leaves the smallest statistic, if that rest then
-// passes; at most len(erased) swaps, each candidate rescored from the first
-// pass. Greedy steps erase an honest answer first where it scores highest,
+// passes; at most len(erased) swaps, the candidates of a swap rescored
+// from one pass of cross products. Greedy steps erase an honest answer first where it scores highest,
 // as the one between two wrong ones does (wrong, honest, wrong: its residual
 // carries both of theirs), and the budget runs out with a wrong answer kept;
 // the swap gives it back (bench/results/pair_stage.md).
 template <class T>
 std::vector<std::size_t> swap_refine(Locate<T>& loc, std::vector<std::size_t> erased, std::size_t n) {
+    const std::size_t none = static_cast<std::size_t>(-1);
     for (std::size_t round = 0, swaps = erased.size(); round < swaps; ++round) {
-        auto [rest, s] = loc.rest_statistic(erased);
+        auto now = std::move(loc.rest_statistics({erased})[0]);
+        const double rest = now.first;
         const double r = loc.ratio(n - erased.size());
         if (!(rest > r)) break;
         const std::vector<std::size_t> kept = loc.kept_of(erased);
-        const std::size_t k = kept[np_argmax(s.data(), s.size())];
-        double best = rest;
-        std::vector<std::size_t> pick;
+        const std::size_t k = kept[np_argmax(now.second.data(), now.second.size())];
+        // each erased answer given back for k: one pass for all of them
+        std::vector<std::vector<std::size_t>> cands;
         for (std::size_t e : erased) {
-            std::vector<std::size_t> cand;
+            cands.emplace_back();
             for (std::size_t x : erased)
-                if (x != e) cand.push_back(x);
-            cand.push_back(k);
-            const double st = loc.rest_statistic(cand).first;
-            if (st < best) {
-                best = st;
-                pick = cand;
-            }
+                if (x != e) cands.back().push_back(x);
+            cands.back().push_back(k);
         }
-        if (pick.empty() || !(best <= r)) break;
-        erased = pick;
+        const auto st = loc.rest_statistics(cands);
+        double best = rest;
+        std::size_t pick = none;
+        for (std::size_t c = 0; c < cands.size(); ++c)
+            if (st[c].first < best) {
+                best = st[c].first;
+                pick = c;
+            }
+        if (pick == none || !(best <= r)) break;
+        erased = cands[pick];
     }
     return erased;
 }

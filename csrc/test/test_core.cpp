@@ -476,6 +476,50 @@ void test_locator_rescore(std::size_t n, std::size_t m) {
             }
         }
     }
+    // several sets in one pass (driver::locator_rescore_sets): each as its own
+    // call within rounding (the union groups the residual rows differently)
+    for (bool pairs : {false, true}) {
+        std::vector<double> first(locator_sums_size(static_cast<std::int64_t>(n), pairs));
+        driver::locator_sums<double>(plan.factor(), plan.tables(), rows.data(), m, 1, first.data(), pairs);
+        std::vector<std::vector<std::size_t>> sets = {{2, n / 2}, {n / 2, n / 2 + 1}, {2, n / 2 + 1}, {1}};
+        if (n >= 12) sets.push_back({0, 3, 5, 7, 9, n - 1});
+        const auto got = driver::locator_rescore_sets<double>(H.data(), first.data(), rows.data(), n, m, sets, pairs,
+                                                              2);
+        CHECK(got.size() == sets.size(), "rescore sets n=%zu m=%zu: %zu results", n, m, got.size());
+        for (std::size_t c = 0; c < sets.size() && c < got.size(); ++c) {
+            const std::size_t nk = n - sets[c].size();
+            std::vector<double> s(nk), loo(nk), p(nk);
+            const bool ok = driver::locator_rescore<double>(H.data(), first.data(), rows.data(), n, m, sets[c], pairs,
+                                                            1, s.data(), loo.data(), p.data());
+            CHECK(got[c].ok == ok, "rescore sets n=%zu m=%zu set %zu: ok %d vs %d", n, m, c, int(got[c].ok), int(ok));
+            if (!ok || !got[c].ok) continue;
+            const double ls = max_abs(loo) + 1e-300, ss = max_abs(s) + 1e-300;
+            for (std::size_t i = 0; i < nk; ++i) {
+                CHECK(std::abs(got[c].loo[i] - loo[i]) <= 1e-12 * ls, "rescore sets loo n=%zu m=%zu set %zu i=%zu", n,
+                      m, c, i);
+                CHECK(std::abs(got[c].s[i] - s[i]) <= 1e-12 * ss, "rescore sets s n=%zu m=%zu set %zu i=%zu", n, m, c,
+                      i);
+                if (pairs && i + 1 < nk)
+                    CHECK(std::abs(got[c].pair[i] - p[i]) <= 1e-12 * (max_abs(p) + 1e-300),
+                          "rescore sets pair n=%zu m=%zu set %zu i=%zu", n, m, c, i);
+            }
+        }
+    }
+    // a row holding NaN in a batch
+    {
+        std::vector<double> Yn = Y;
+        for (std::size_t i = 0; i < n; ++i) rows[i] = Yn.data() + i * m;
+        Yn[5 * m] = NAN;
+        std::vector<double> first(locator_sums_size(static_cast<std::int64_t>(n)));
+        driver::locator_sums<double>(plan.factor(), plan.tables(), rows.data(), m, 1, first.data());
+        const auto got = driver::locator_rescore_sets<double>(H.data(), first.data(), rows.data(), n, m,
+                                                              {{2}, {5}, {2, 5}}, false, 1);
+        // every set's products take row 5 (kept or erased): each declines, as
+        // one call per set does (the locate then scores the answers kept with
+        // a pass of their own)
+        CHECK(!got[0].ok && !got[1].ok && !got[2].ok, "rescore sets n=%zu m=%zu: a NaN row was taken", n, m);
+        for (std::size_t i = 0; i < n; ++i) rows[i] = Y.data() + i * m;
+    }
     // an erased row holding NaN: declined, the outputs untouched
     Y[2 * m] = NAN;
     std::vector<double> first(locator_sums_size(static_cast<std::int64_t>(n)));
