@@ -39,7 +39,7 @@ decode for one erased answer at m >= 10^4), and the steps themselves (tests, era
 choice, the swap step) run in one compiled call (letcc._core.spline_locate). The rows kept are
 then decoded in place (no copy) by the plain decoder of their answering set. So a round with 2
 erasures one at a time makes a scoring pass, a rescoring pass and a decode; 2 erased as a pair,
-a scoring pass, a rescoring pass per other candidate pair the pair choice weighs (none where the
+a scoring pass, one rescoring pass for the candidate pairs the pair choice weighs (none where the
 pairs one apart are not erasable) and a decode. 'probabilities, 2 sign-flipped' never reaches the locator (the
 probability check erases both): its cost is the check's answer-by-answer logs and the log-space
 decode, unchanged by the locator; its 'plain, same' decode is a linear one (sign-flipped rows
