@@ -621,8 +621,7 @@ class LeTCC(Code):
         # (false_alarm=None) E erasures in every round
         calibrated = self.flag_threshold is None and self._clean_test is not None
         space = "linear" if Z is None else "log"
-        ratio = self._clean_test.ratio_for(space) if calibrated else None
-        pair_ratio = self._clean_test.pair_ratio_for(space) if calibrated else None
+        ratio, pair_ratio = self._clean_test.ratios_for(space) if calibrated else (None, None)
         report: dict = {}
         pos = spline_locate(nodes, Dh, budget, self._detection, self.flag_threshold,
                             knots=knots, ratio=ratio, report=report, rows=rows, pair_ratio=pair_ratio,
@@ -633,7 +632,8 @@ class LeTCC(Code):
             self._clean_report = (srt, report)
         if pos.size == 0:
             return avail, None, np.zeros(0, dtype=np.int64), report.pop("decoded", None)
-        flagged = np.sort(srt[pos])
+        flagged = srt[pos]
+        flagged.sort()                                  # (in place: np.sort copies first)
         kept = report["kept"]
         keep_rows = kept if rows is None else np.sort(rows[kept])   # rows of Y kept, Y's order
         return avail[keep_rows], keep_rows, flagged, None
