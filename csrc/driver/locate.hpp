@@ -2,15 +2,16 @@
 // docstring there says what each step is for and what was measured): the
 // clean-round test, the single and pair erasures, the rescoring of the
 // answers kept, and the swap step, in one compiled call. The Python loop
-// this replaces cost 20-25 us a round beside 15-25 us of passes at m = 1000
-// (bench/results/robust_decode.md), the most of a robust decode's time
-// there.
+// it replaced cost 20-25 us a round beside 15-25 us of passes at m = 1000,
+// and a round with 2 answers erased took 4.7x the plain decode there; now
+// 2.9x (bench/results/robust_decode.md).
 //
 //   first step:   one scoring pass over the n answers (driver::locator_scores,
 //                 with the pair products while 2 or more erasures are left),
 //                 its sums kept
 //   later steps:  the answers kept rescored from those sums and one pass of
-//                 cross products (driver::locator_rescore); where that would
+//                 cross products (driver::locator_rescore_sets: one pass for
+//                 every candidate a pair choice or swap weighs); where that would
 //                 lose accuracy, a pass of their own with the first step's
 //                 lam (a detection spline built here for the knots kept)
 //   each step:    the test's masks (erasable_masks of the knots kept), the
