@@ -529,12 +529,13 @@ py::tuple spline_locate_py(const driver::SplinePlan& plan, const py::object& yob
     py::array_t<std::int64_t> kept(static_cast<py::ssize_t>(n - erased.size()));
     for (std::size_t i = 0, t = 0; i < n; ++i)
         if (!gone[i]) kept.mutable_data()[t++] = static_cast<std::int64_t>(i);
-    const py::object thr = std::isnan(rep.threshold) && !tests.ratio ? py::object(py::none()) : py::float_(rep.threshold);
+    const py::object thr = tests.ratio ? py::object(py::float_(rep.threshold)) : py::object(py::none());
     const py::object ptop = rep.has_pair ? py::object(py::make_tuple(rep.pair_top, rep.pair_top + 1)) : py::none();
     const py::tuple report = py::make_tuple(rep.top, rep.statistic, thr, ptop, rep.pair_statistic,
                                             rep.pair_threshold, rep.swap_ran);
     // the pass's decode, where the pass ran (with steps) and erased nothing
-    const py::object decoded = dec != nullptr && rep.scored && erased.empty() ? py::object(est) : py::object(py::none());
+    const bool pass_ran = rep.top >= 0;
+    const py::object decoded = dec != nullptr && pass_ran && erased.empty() ? py::object(est) : py::object(py::none());
     return py::make_tuple(out, kept, report, decoded);
 }
 
@@ -560,11 +561,13 @@ std::vector<bool> mask_vector(const py::object& obj, std::size_t n, const char* 
     return std::vector<bool>(a.data(), a.data() + n);
 }
 
-// The numbers a locator step tests (robust.spline_locate): s (and pair, not
-// None) set to 0 in place where not_erasable (pair_not_erasable) holds, then
-// (top, median, pair_top): np.argmax(s), the median of loo as
-// robust._median takes it, np.argmax(pair) (-1 without pairs). One call for
-// what was a mask, two argmax and a sort.
+// The numbers a locator step tests: s (and pair, not None) set to 0 in
+// place where not_erasable (pair_not_erasable) holds, then (top, median,
+// pair_top): np.argmax(s), the median of loo as robust._median takes it,
+// np.argmax(pair) (-1 without pairs). The compiled locate
+// (driver/locate.hpp) takes the same steps with the same helpers
+// (np_argmax, np_sorted_median); this call holds them to numpy's in
+// tests/test_locator_summary.py.
 py::tuple locator_summary(const py::object& sobj, const py::object& looobj, const py::object& pairobj,
                           const py::object& neobj, const py::object& pneobj) {
     auto writable = [](const py::object& obj, const char* name) {

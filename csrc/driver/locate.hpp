@@ -131,13 +131,12 @@ struct LocateTests {
 
 // What the first step saw (robust.spline_locate's report).
 struct LocateReport {
-    std::int64_t top = -1;
+    std::int64_t top = -1;          // -1: no first pass (no steps: E = 0 or n <= 3)
     double statistic = 0.0, threshold = std::numeric_limits<double>::quiet_NaN();   // NaN: untested
     bool has_pair = false;
     std::int64_t pair_top = -1;     // the pair pair_top, pair_top + 1
     double pair_statistic = 0.0, pair_threshold = 0.0;
     bool swap_ran = false;          // the swap step ran (the budget spent, another answer above the threshold)
-    bool scored = false;            // the first pass ran (none where there are no steps: E = 0 or n <= 3)
 };
 
 namespace locate_detail {
@@ -162,9 +161,6 @@ inline double max_without(const std::vector<double>& a, std::size_t skip_a, std:
     return best;
 }
 
-struct Scores {
-    std::vector<double> s, loo, p;
-};
 
 template <class T>
 class Locate {
@@ -177,40 +173,40 @@ public:
     double pair_ratio(std::size_t k) { return cached(pair_ratio_, tests_.pair_ratio, k); }
 
     // The first step's scores of all n answers; the pass's sums kept.
-    Scores first(bool pairs, const PassDecode<T>& dec) {
+    RescoredScores first(bool pairs, const PassDecode<T>& dec) {
         const std::size_t n = d_.n;
-        Scores sc{std::vector<double>(n), std::vector<double>(n), std::vector<double>(pairs ? n - 1 : 0)};
+        RescoredScores sc{true, std::vector<double>(n), std::vector<double>(n),
+                          std::vector<double>(pairs ? n - 1 : 0)};
         first_sums_.assign(locator_sums_size(static_cast<std::int64_t>(n), pairs), 0.0);
         locator_scores<T>(d_.plan->factor(), d_.plan->tables(), rows_, m_, d_.omd, threads_, sc.s.data(),
-                          sc.loo.data(), pairs ? d_.pair_inv : nullptr, sc.p.data(), first_sums_.data(), dec);
+                          sc.loo.data(), pairs ? d_.pair_inv : nullptr, sc.pair.data(), first_sums_.data(), dec);
         return sc;
     }
 
     // The scores of the answers kept after erasing the positions `erased`
     // (robust.locator_rescored): from the first pass's sums where that is
     // accurate, else a pass of their own with the first step's lam.
-    Scores rescored(const std::vector<std::size_t>& erased, bool pairs) {
+    RescoredScores rescored(const std::vector<std::size_t>& erased, bool pairs) {
         return std::move(rescored_sets({erased}, pairs)[0]);
     }
 
     // rescored() of several sets of erasures, their cross products formed in
     // one pass (locator_rescore_sets); a set that declines gets its own pass.
-    std::vector<Scores> rescored_sets(const std::vector<std::vector<std::size_t>>& sets, bool pairs) {
+    std::vector<RescoredScores> rescored_sets(const std::vector<std::vector<std::size_t>>& sets, bool pairs) {
         std::vector<RescoredScores> r =
             locator_rescore_sets<T>(d_.hat, first_sums_.data(), rows_, d_.n, m_, sets, pairs, threads_);
-        std::vector<Scores> out(sets.size());
         for (std::size_t c = 0; c < sets.size(); ++c)
-            out[c] = r[c].ok ? Scores{std::move(r[c].s), std::move(r[c].loo), std::move(r[c].pair)}
-                             : own_pass(sets[c], pairs);
-        return out;
+            if (!r[c].ok) r[c] = own_pass(sets[c], pairs);
+        return r;
     }
 
     // The answers kept scored by a pass of their own: the detection spline
     // of their knots with the first step's lam (robust.DetectionSplines.get(
     // knots kept, lam)), where the rescoring identity would lose accuracy.
-    Scores own_pass(const std::vector<std::size_t>& erased, bool pairs) {
+    RescoredScores own_pass(const std::vector<std::size_t>& erased, bool pairs) {
         const std::size_t nk = d_.n - erased.size();
-        Scores sc{std::vector<double>(nk), std::vector<double>(nk), std::vector<double>(pairs ? nk - 1 : 0)};
+        RescoredScores sc{true, std::vector<double>(nk), std::vector<double>(nk),
+                          std::vector<double>(pairs ? nk - 1 : 0)};
         const std::vector<std::size_t> kept = kept_of(erased);
         std::vector<double> xk(nk), ones(nk, 1.0);
         std::vector<const T*> rk(nk);
@@ -228,13 +224,12 @@ public:
         }
         pair_inverses(nk, omd.data(), upper.data(), lower.data(), pinv.data());
         locator_scores<T>(plan.factor(), plan.tables(), rk.data(), m_, omd.data(), threads_, sc.s.data(),
-                          sc.loo.data(), pairs ? pinv.data() : nullptr, sc.p.data());
+                          sc.loo.data(), pairs ? pinv.data() : nullptr, sc.pair.data());
         return sc;
     }
 
-    // The masks of the answers kept after erasing `erased`.
-    ErasableMasks masks(const std::vector<std::size_t>& erased) const {
-        const std::vector<std::size_t> kept = kept_of(erased);
+    // The masks of the answers kept (their positions, ascending).
+    ErasableMasks masks(const std::vector<std::size_t>& kept) const {
         std::vector<double> xk(kept.size());
         for (std::size_t t = 0; t < kept.size(); ++t) xk[t] = d_.knots[kept[t]];
         return erasable_masks(xk.data(), xk.size());
@@ -245,11 +240,11 @@ public:
     // scores; one pass of cross products for all of them.
     std::vector<std::pair<double, std::vector<double>>> rest_statistics(
         const std::vector<std::vector<std::size_t>>& sets) {
-        std::vector<Scores> sc = rescored_sets(sets, false);
+        std::vector<RescoredScores> sc = rescored_sets(sets, false);
         std::vector<std::pair<double, std::vector<double>>> out;
         out.reserve(sets.size());
         for (std::size_t c = 0; c < sets.size(); ++c) {
-            apply_mask(sc[c].s, masks(sets[c]).not_single);
+            apply_mask(sc[c].s, masks(kept_of(sets[c])).not_single);
             const double top = sc[c].s[np_argmax(sc[c].s.data(), sc[c].s.size())];
             out.emplace_back(over(top, np_sorted_median(sc[c].loo.data(), sc[c].loo.size())), std::move(sc[c].s));
         }
@@ -398,27 +393,26 @@ std::vector<std::size_t> spline_locate(const LocateSpline& d, const T* const* ro
     bool suspect = false;       // the last erasure left another answer above the threshold (the swap step)
     while (erased.size() < steps) {
         const bool pairs = pair_stage && steps - erased.size() >= 2 && keep.size() >= kPairMinAnswers;
-        locate_detail::Scores sc = erased.empty() ? loc.first(pairs, dec) : loc.rescored(erased, pairs);
+        RescoredScores sc = erased.empty() ? loc.first(pairs, dec) : loc.rescored(erased, pairs);
         const std::size_t nk = keep.size();
         ErasableMasks mk;
         if (tested) {
-            mk = loc.masks(erased);
+            mk = loc.masks(keep);
             locate_detail::Locate<T>::apply_mask(sc.s, mk.not_single);
-            if (pairs) locate_detail::Locate<T>::apply_mask(sc.p, mk.not_pair);
+            if (pairs) locate_detail::Locate<T>::apply_mask(sc.pair, mk.not_pair);
         }
         const std::size_t i = np_argmax(sc.s.data(), nk);
         const double med = np_sorted_median(sc.loo.data(), nk);
         const double stat = over(sc.s[i], med);
         const double r = tested ? loc.ratio(nk) : std::numeric_limits<double>::quiet_NaN();
         if (erased.empty()) {
-            rep.scored = true;
             rep.top = static_cast<std::int64_t>(keep[i]);
             rep.statistic = stat;
             rep.threshold = r;
         }
         if (pairs) {
-            const std::size_t j = np_argmax(sc.p.data(), nk - 1);
-            const double stat2 = over(sc.p[j], med);
+            const std::size_t j = np_argmax(sc.pair.data(), nk - 1);
+            const double stat2 = over(sc.pair[j], med);
             const double r2 = loc.pair_ratio(nk);
             if (erased.empty()) {
                 rep.has_pair = true;

@@ -205,7 +205,6 @@ class CleanRoundTest:
         self._alpha, self._beta, self._encoder, self._splines = alpha, beta, encoder, splines
         self._held: dict = {}       # (n, space, pairs) -> thresholds: a dict lookup per decode (0.1 us, not 1.3)
         self._lookups: dict = {}    # (space, pair, pairs) -> the locate's threshold function (_lookup)
-        self._both: dict = {}       # (space, pairs) -> ratios_for(space)
 
     def thresholds(self, n: int, space: str):
         """The threshold on T for n answers decoded in `space` ('linear' or
@@ -242,11 +241,7 @@ class CleanRoundTest:
     def ratios_for(self, space: str):
         """(ratio_for(space), pair_ratio_for(space)): what the locate takes,
         in one lookup."""
-        key = (space, self.pairs)
-        both = self._both.get(key)
-        if both is None:
-            both = self._both[key] = (self.ratio_for(space), self.pair_ratio_for(space))
-        return both
+        return self._lookup(space, False), (self._lookup(space, True) if self.pairs else None)
 
     def _lookup(self, space: str, pair: bool):
         """One function per (space, pair) that the locate calls for each
