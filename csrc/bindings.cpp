@@ -468,15 +468,15 @@ std::function<double(std::size_t)> threshold_function(const py::object& obj, con
 // (erased: int64 positions in the order erased, kept: the others ascending,
 // report: (top, statistic,
 // threshold or None, pair_top or None, pair_statistic, pair_threshold,
-// swap_ran), decoded: the pass's decode where the pass ran and erased
+// swap_ran, gap_ran), decoded: the pass's decode where the pass ran and erased
 // nothing, else None).
-// pair_choice and swap: the bench's and the tests' ablation switches. The GIL
+// pair_choice, swap and gap: the bench's and the tests' ablation switches. The GIL
 // is released around the locate (a threshold callable takes it again).
 py::tuple spline_locate_py(const driver::SplinePlan& plan, const py::object& yobj, const py::object& rowsobj,
                            const py::object& omdobj, const py::object& pairobj, const py::object& hatobj,
                            const py::object& knotsobj, double lam, std::int64_t E, const py::object& ratioobj,
                            const py::object& pairratioobj, const py::object& decodeobj, int threads, bool pair_choice,
-                           bool swap) {
+                           bool swap, bool gap) {
     const py::array y = answers_array(yobj);
     const FloatKind kind = bind::checked_float_array(y, "y", y.shape(0));
     const std::size_t n = static_cast<std::size_t>(plan.n());
@@ -500,6 +500,7 @@ py::tuple spline_locate_py(const driver::SplinePlan& plan, const py::object& yob
     tests.pair_ratio = threshold_function(pairratioobj, "pair_ratio");
     tests.pair_choice = pair_choice;
     tests.swap = swap;
+    tests.gap = gap;
     if (tests.pair_ratio && pinv.empty() && n >= kPairMinAnswers)
         throw py::value_error("pair_ratio needs pair_inv (the pairs' (I - H_PP)^-1)");
     driver::LocateSpline d;
@@ -532,7 +533,7 @@ py::tuple spline_locate_py(const driver::SplinePlan& plan, const py::object& yob
     const py::object thr = tests.ratio ? py::object(py::float_(rep.threshold)) : py::object(py::none());
     const py::object ptop = rep.has_pair ? py::object(py::make_tuple(rep.pair_top, rep.pair_top + 1)) : py::none();
     const py::tuple report = py::make_tuple(rep.top, rep.statistic, thr, ptop, rep.pair_statistic,
-                                            rep.pair_threshold, rep.swap_ran);
+                                            rep.pair_threshold, rep.swap_ran, rep.gap_ran);
     // the pass's decode, where the pass ran (with steps) and erased nothing
     const bool pass_ran = rep.top >= 0;
     const py::object decoded = dec != nullptr && pass_ran && erased.empty() ? py::object(est) : py::object(py::none());
@@ -714,7 +715,7 @@ PYBIND11_MODULE(_core, mod) {
             py::arg("one_minus_diag"), py::arg("pair_inv"), py::arg("hat"), py::arg("knots"), py::arg("lam"),
             py::arg("E"), py::arg("ratio") = py::none(), py::arg("pair_ratio") = py::none(),
             py::arg("decode") = py::none(), py::arg("threads") = 0, py::arg("pair_choice") = true,
-            py::arg("swap") = true);
+            py::arg("swap") = true, py::arg("gap") = true);
     mod.def("erasable_masks", &erasable_masks_py, py::arg("knots"));
     mod.attr("PAIR_MIN_ANSWERS") = kPairMinAnswers;
     mod.def("pair_inverses", &pair_inverses_py, py::arg("one_minus_diag"), py::arg("upper"), py::arg("lower"));
