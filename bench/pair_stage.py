@@ -11,6 +11,8 @@ in 11 puts them on adjacent answering nodes. Two arms decode the same answers:
 * single steps    the same code with the pair stage off (its single-test thresholds, the same
                   locator pass without the adjacent residuals' dot products): the decoder
                   before the pair stage
+* no gap step     the default with the gap step off (letcc.codes.robust._GAP_STEP = False):
+                  the decoder before the gap step
 
 Reported per adversary and arm: recall and precision of the flagged workers, rounds in which an
 honest answer was erased, MSE against f of the true inputs (all rounds, the rounds whose two
@@ -32,7 +34,7 @@ import numpy as np
 import letcc
 from _report import markdown_table, write_report
 from letcc.adversaries import Colluding, ConstantShift, GaussianNoise, SignFlip, UniformBounded
-from letcc.codes import LeTCC
+from letcc.codes import LeTCC, robust
 
 K, N, S, E = 8, 24, 2, 2
 ADVERSARIES = {"none": None, "sign-flip": SignFlip(E), "shift(+1)": ConstantShift(E, shift=1.0),
@@ -46,10 +48,12 @@ def smooth_f(d: int):
 
 
 def arms():
+    """name -> (code, gap step on)."""
     pairs = LeTCC(K, N, adversaries=E)
     singles = LeTCC(K, N, adversaries=E)
     singles._clean_test.pairs = False          # the bench's own arm (not an option)
-    return {"pair stage": pairs, "single steps": singles}
+    return {"pair stage": (pairs, True), "single steps": (singles, True),
+            "no gap step": (LeTCC(K, N, adversaries=E), False)}
 
 
 def run(rounds: int):
@@ -76,9 +80,13 @@ def run(rounds: int):
             pos = np.flatnonzero(np.isin(avail, bad))
             adjacent.append(pos.size == 2 and pos[1] - pos[0] == 1)
             apart.append(pos.size == 2 and pos[1] - pos[0] == 2)      # wrong, honest, wrong
-            for k, code in codes.items():
+            names = list(codes)
+            for k in names[r % len(names):] + names[:r % len(names)]:     # each arm first in turn (warm caches)
+                code, gap = codes[k]
+                robust._GAP_STEP = gap                  # the bench's ablation switch
                 t0 = time.perf_counter()
                 est, flagged = code.decode(Y, avail, return_flagged=True)
+                robust._GAP_STEP = True
                 a = acc[k]
                 a["t"].append(time.perf_counter() - t0)
                 tp = int(np.isin(flagged, bad).sum())
