@@ -464,7 +464,8 @@ std::function<double(std::size_t)> threshold_function(const py::object& obj, con
 // of y that `rows` names in knot order (as locator_scores), the detection
 // spline of all n (plan at its knots, one_minus_diag, pair_inv, hat, the
 // ascending knots, its lam), at most E erasures, the thresholds ratio and
-// pair_ratio (threshold_function), decode as locator_scores's. Returns
+// pair_ratio (threshold_function; later_ratio, the tests after the first
+// step's, empty: ratio), decode as locator_scores's. Returns
 // (erased: int64 positions in the order erased, kept: the others ascending,
 // report: (top, statistic,
 // threshold or None, pair_top or None, pair_statistic, pair_threshold,
@@ -476,7 +477,7 @@ py::tuple spline_locate_py(const driver::SplinePlan& plan, const py::object& yob
                            const py::object& omdobj, const py::object& pairobj, const py::object& hatobj,
                            const py::object& knotsobj, double lam, std::int64_t E, const py::object& ratioobj,
                            const py::object& pairratioobj, const py::object& decodeobj, int threads, bool pair_choice,
-                           bool swap, bool gap) {
+                           bool swap, bool gap, const py::object& laterratioobj) {
     const py::array y = answers_array(yobj);
     const FloatKind kind = bind::checked_float_array(y, "y", y.shape(0));
     const std::size_t n = static_cast<std::size_t>(plan.n());
@@ -501,6 +502,8 @@ py::tuple spline_locate_py(const driver::SplinePlan& plan, const py::object& yob
     tests.pair_choice = pair_choice;
     tests.swap = swap;
     tests.gap = gap;
+    tests.later_ratio = threshold_function(laterratioobj, "later_ratio");
+    if (tests.later_ratio && !tests.ratio) throw py::value_error("later_ratio needs ratio (the first step's test)");
     if (tests.pair_ratio && pinv.empty() && n >= kPairMinAnswers)
         throw py::value_error("pair_ratio needs pair_inv (the pairs' (I - H_PP)^-1)");
     driver::LocateSpline d;
@@ -715,7 +718,7 @@ PYBIND11_MODULE(_core, mod) {
             py::arg("one_minus_diag"), py::arg("pair_inv"), py::arg("hat"), py::arg("knots"), py::arg("lam"),
             py::arg("E"), py::arg("ratio") = py::none(), py::arg("pair_ratio") = py::none(),
             py::arg("decode") = py::none(), py::arg("threads") = 0, py::arg("pair_choice") = true,
-            py::arg("swap") = true, py::arg("gap") = true);
+            py::arg("swap") = true, py::arg("gap") = true, py::arg("later_ratio") = py::none());
     mod.def("erasable_masks", &erasable_masks_py, py::arg("knots"));
     mod.attr("PAIR_MIN_ANSWERS") = kPairMinAnswers;
     mod.def("pair_inverses", &pair_inverses_py, py::arg("one_minus_diag"), py::arg("upper"), py::arg("lower"));

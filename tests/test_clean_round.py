@@ -72,7 +72,12 @@ def test_calibration_is_deterministic_cached_and_shared():
     a, b = LeTCC(5, 16, adversaries=1, false_alarm=0.1), LeTCC(5, 16, adversaries=2, false_alarm=0.1)
     t = a._clean_test.threshold(14, "linear")
     assert t == b._clean_test.threshold(14, "linear")
-    assert t == calibrate(a.encoder, a.beta, 5, 14, "linear", 0.1)
+    got = calibrate(a.encoder, a.beta, 5, 14, "linear", 0.1)
+    assert t == got.single and got.pair == np.inf
+    assert a._clean_test.later_threshold(14, "linear") == got.later == a.clean_round_threshold(14, later=True)
+    assert got.later <= got.single                      # a looser quantile of the same rounds
+    with pytest.raises(ValueError, match="pair and later name different thresholds"):
+        b.clean_round_threshold(14, pair=True, later=True)
     assert a._clean_test._key + (14, "linear") in CALIBRATIONS
     assert t > 1.0                                      # the top score over the median: at least 1
     assert a._clean_test.threshold(14, "log") != t      # one per space

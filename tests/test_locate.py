@@ -125,6 +125,16 @@ def test_thresholds_are_asked_once_per_size_and_only_for_sizes_reached(rng):
     got = spline_locate(beta[F], Y, 2, DetectionSplines(), knots=t, ratio=ratio, report=rep)
     assert got.size == 2 and rep["swap"]
     assert sorted(asked) == [20, 21, 22]
+    # with later_ratio: the first step's size from ratio, every smaller one from it
+    later_asked = []
+
+    def later(k):
+        later_asked.append(k)
+        return 0.0
+
+    asked.clear()
+    got = spline_locate(beta[F], Y, 2, DetectionSplines(), knots=t, ratio=ratio, later_ratio=later)
+    assert got.size == 2 and asked == [22] and sorted(later_asked) == [20, 21]
 
 
 def test_a_threshold_callable_that_raises_propagates_its_error(rng):
@@ -156,6 +166,10 @@ def test_bad_arguments_name_the_value(rng):
         call(ratio=lambda k: "high")
     with pytest.raises(ValueError, match="E must be >= 0, got -1"):
         call(E=-1)
+    with pytest.raises(ValueError, match=r"later_ratio needs ratio \(the first step's test\)"):
+        call(later_ratio=3.0)
+    with pytest.raises(TypeError, match="later_ratio must be None, a number or a callable n -> number, got str"):
+        call(ratio=3.0, later_ratio="low")
     with pytest.raises(ValueError, match=r"hat must be the detection spline's \(9, 9\) hat matrix"):
         call(hat=np.eye(8))
     with pytest.raises(ValueError, match="one entry per knot of the plan \\(9\\), got 9 and 8"):

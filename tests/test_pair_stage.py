@@ -91,15 +91,21 @@ def ref_gap(knots, Y, erased, ratio, pair_ratio, lam, s1, level):
     return pick
 
 
-def ref_locate(knots, Y, E, ratio, pair_ratio):
+def ref_locate(knots, Y, E, ratio, pair_ratio, later=None):
     """spline_locate's steps with the pair stage, on the dense references:
     each step with 2 or more erasures left tests the top pair and erases it
     when its statistic exceeds its threshold by a larger factor than the
     single statistic exceeds its own (the top pair, or the erasable pair one
     apart around it that leaves the smallest statistic); else the single
     test as before. Every step refits the answers kept with the first step's
-    lam. Then the swap step and the gap step."""
+    lam. Then the swap step and the gap step. later: the threshold of every
+    test with fewer than n answers kept (None: ratio)."""
     n = knots.shape[0]
+    first_ratio = ratio
+
+    def ratio(k):
+        return first_ratio(k) if later is None or k == n else later(k)
+
     keep = list(range(n))
     erased = []
     steps = min(E, n - 3)
@@ -317,9 +323,9 @@ def test_one_liar_does_not_spend_the_budget_on_a_pair(rng):
 def test_pair_thresholds_are_the_stated_quantiles():
     code = LeTCC(5, 16, adversaries=2, false_alarm=0.1)
     n, fa = 14, 0.1
-    single, pair = calibrate(code.encoder, code.beta, 5, n, "linear", fa, pairs=True)
-    # the single test's threshold is the one without pairs (an E = 1 code's)
-    assert single == calibrate(code.encoder, code.beta, 5, n, "linear", fa)
+    single, pair, later = calibrate(code.encoder, code.beta, 5, n, "linear", fa, pairs=True)
+    # the single tests' thresholds are the ones without pairs (an E = 1 code's)
+    assert (single, later) == calibrate(code.encoder, code.beta, 5, n, "linear", fa)[::2]
     assert single == LeTCC(5, 16, adversaries=1, false_alarm=fa).clean_round_threshold(n)
     assert (single, pair) == (code.clean_round_threshold(n), code.clean_round_threshold(n, pair=True))
     # the pair test's: the (1 - PAIR_SHARE fa) quantile of the pair statistic, written out on
@@ -583,3 +589,30 @@ def test_spline_locate_with_the_gap_step_erases_as_the_written_out_steps(rng):
         assert got == ref_locate(t, Y, 2, lambda k: 30.0, lambda k: 30.0)
         changed += rep["gap"]
     assert changed >= 2, changed
+
+
+def test_later_tests_take_the_later_threshold_as_the_written_out_steps(rng):
+    """later_ratio: the tests after the first erasure (later steps, the swap
+    and gap steps' rests) against their own threshold, as the dense
+    reference steps take it; where it equals ratio, the locate is the one
+    without it; a looser one catches a weaker second liar."""
+    beta = LeTCC(8, 24).beta
+    looser = 0
+    for _ in range(60):
+        nodes = beta[np.sort(rng.choice(24, 22, replace=False))]
+        t = detection_knots(nodes)
+        Y = answers(rng, t, int(rng.integers(3, 30)), noise=0.05)
+        a, b = rng.choice(np.arange(2, 20), 2, replace=False)
+        Y[a] += 1.0
+        Y[b] += float(rng.uniform(0.1, 0.4))            # a weaker second liar
+        first, later = float(rng.uniform(20, 40)), float(rng.uniform(5, 20))
+        got = spline_locate(nodes, Y, 2, DetectionSplines(), knots=t, ratio=lambda k: first,
+                            pair_ratio=lambda k: 30.0, later_ratio=lambda k: later).tolist()
+        assert got == ref_locate(t, Y, 2, lambda k: first, lambda k: 30.0, later=lambda k: later)
+        same = spline_locate(nodes, Y, 2, DetectionSplines(), knots=t, ratio=lambda k: first,
+                             pair_ratio=lambda k: 30.0, later_ratio=lambda k: first).tolist()
+        alone = spline_locate(nodes, Y, 2, DetectionSplines(), knots=t, ratio=lambda k: first,
+                              pair_ratio=lambda k: 30.0).tolist()
+        assert same == alone
+        looser += (b in got) and (b not in alone)
+    assert looser >= 3, looser

@@ -139,11 +139,15 @@ struct LocateSpline {
 
 // The thresholds on the round statistic per number of answers kept; an empty
 // ratio: untested (erase `steps` answers); an empty pair_ratio: no pair stage.
+// later_ratio (empty: ratio): the threshold of every test after the first
+// step's (fewer answers kept: later steps, the swap and gap steps' rests),
+// looser where the caller calibrated it so (letcc.codes.clean_round: a round
+// whose first test fired is known to be attacked).
 // Ablation switches for the bench and the tests: pair_choice (the answers one
 // apart around a firing pair are weighed against it), swap (the swap step)
 // and gap (the gap step).
 struct LocateTests {
-    std::function<double(std::size_t)> ratio, pair_ratio;
+    std::function<double(std::size_t)> ratio, pair_ratio, later_ratio;
     bool pair_choice = true, swap = true, gap = true;
 };
 
@@ -187,8 +191,12 @@ public:
     Locate(const LocateSpline& d, const T* const* rows, std::size_t m, int threads, const LocateTests& tests)
         : d_(d), rows_(rows), m_(m), threads_(threads), tests_(tests) {}
 
-    // The threshold for k answers kept (each size asked of the caller once).
-    double ratio(std::size_t k) { return cached(ratio_, tests_.ratio, k); }
+    // The threshold for k answers kept (each size asked of the caller once):
+    // the first step's for all n answers, else the later steps'.
+    double ratio(std::size_t k) {
+        if (k == d_.n || !tests_.later_ratio) return cached(ratio_, tests_.ratio, k);
+        return cached(later_ratio_, tests_.later_ratio, k);
+    }
     double pair_ratio(std::size_t k) { return cached(pair_ratio_, tests_.pair_ratio, k); }
 
     // The first step's scores of all n answers; the pass's sums kept.
@@ -317,7 +325,7 @@ private:
     int threads_;
     const LocateTests& tests_;
     std::vector<double> first_sums_;
-    std::map<std::size_t, double> ratio_, pair_ratio_;
+    std::map<std::size_t, double> ratio_, pair_ratio_, later_ratio_;
 };
 
 // The two positions (into the answers kept, `keep`) a firing pair test

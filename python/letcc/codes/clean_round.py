@@ -47,6 +47,15 @@ code with adversaries >= 2 thus erases an honest answer in at most
 bound; the two tests fire on partly the same rounds), about 1.5 s per
 (n, space) at the default rate.
 
+Later steps. Once a round's first test has fired, the round is known to
+be attacked, and the tests after its first erasure (the steps that follow,
+the swap and gap steps' rests) use the (1 - LATER_FACTOR * false_alarm)
+quantile of the same rounds' T: a looser threshold, so a second, weaker
+wrong answer is less often left in, at the price of an honest answer
+erased beside a lone liar in up to LATER_FACTOR * false_alarm of the rounds
+that have one (a code with adversaries >= 2; with adversaries = 1 the
+budget ends at the first erasure). Clean rounds never reach it.
+
 Why it transfers, and where it does not: a real model is seen through the
 same encoder at the same nodes, so the curve each worker evaluates has the
 geometry the synthetic rounds have; what differs is how sharply f bends
@@ -56,6 +65,7 @@ threshold on the real models' honest rounds, and what it costs.
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -63,7 +73,7 @@ from letcc.codes._plan_cache import PlanCache
 from letcc.codes.robust import PAIR_MIN_ANSWERS, DetectionSplines, detection_knots, locator_scores, round_statistic
 
 __all__ = ["FALSE_ALARM", "check_false_alarm", "calibrate", "calibration_rounds", "synthetic_outputs",
-           "synthetic_network", "CleanRoundTest", "CALIBRATIONS", "PAIR_SHARE"]
+           "synthetic_network", "CleanRoundTest", "CALIBRATIONS", "PAIR_SHARE", "LATER_FACTOR", "Thresholds"]
 
 # the default false-alarm rate per honest round: a clean round of a code with
 # adversaries > 0 keeps all its answers with probability 1 - FALSE_ALARM
@@ -80,13 +90,29 @@ SEED = 28
 # test keeps false_alarm): a code with adversaries >= 2 erases in at most
 # (1 + PAIR_SHARE) false_alarm of the synthetic honest rounds
 PAIR_SHARE = 0.5
+# the tests after a round's first erasure (fewer answers kept) are at
+# LATER_FACTOR times false_alarm: a round whose first test fired is known to
+# be attacked, and a second wrong answer is then likelier than an honest
+# false alarm. Measured on bench/adversarial.py's smooth f (N = 24, S = 2,
+# 1600 rounds each, adversaries = 2): with 3, MSE at E = 2 -3 to -22%
+# (gaussian -22%, relabel -11%, shift -9%, sign-flip -7%), and with one liar
+# +1 to +3% (an honest answer erased beside it in 0.1-0.3% more rounds);
+# with 10, -7 to -27% at E = 2 but +12 to +13% with one liar. Clean rounds
+# are unchanged: their first test is at false_alarm.
+LATER_FACTOR = 3.0
 DIM_IN, HIDDEN, DIM_OUT = 8, 16, 10
 BEND = (0.3, 3.0)          # g: the network's input gain (how far tanh bends)
 SHARPNESS = (1.0, 30.0)    # c: the classifier's logit scale (log space only)
 
-# (alpha, beta, lam_enc, false_alarm, n, space[, "pairs"]) -> threshold on T (with
-# "pairs": the thresholds on T and T2)
+# (alpha, beta, lam_enc, false_alarm, n, space[, "pairs"]) -> Thresholds
 CALIBRATIONS = PlanCache(256)
+
+
+class Thresholds(NamedTuple):
+    """One calibration's thresholds (calibrate) for n answers."""
+    single: float       # on T, the first step's test: the (1 - false_alarm) quantile
+    pair: float         # on T2, the pair test (inf without pairs)
+    later: float        # on T, the tests after the first erasure (LATER_FACTOR x false_alarm)
 
 
 def check_false_alarm(false_alarm) -> float:
@@ -144,27 +170,30 @@ def synthetic_outputs(encoder, K: int, rounds: int, space: str, rng: np.random.G
 
 def calibrate(encoder, beta: np.ndarray, K: int, n: int, space: str, false_alarm: float,
               splines: DetectionSplines | None = None, seed: int = SEED, pairs: bool = False):
-    """The threshold on T for answering sets of n workers: the (1 -
+    """The Thresholds for answering sets of n workers: ``single``, the (1 -
     false_alarm) quantile of T over calibration_rounds(false_alarm) honest
-    synthetic rounds (see the module docstring). Deterministic for a seed.
+    synthetic rounds (see the module docstring), and ``later``, the (1 -
+    LATER_FACTOR * false_alarm) quantile of the same rounds' T (at most
+    MAX_FALSE_ALARM). Deterministic for a seed.
 
-    pairs: (that threshold, the threshold on the pair statistic T2): T2's
-    (1 - PAIR_SHARE * false_alarm) quantile over those rounds and more, up
-    to calibration_rounds(PAIR_SHARE * false_alarm) (the single threshold
-    is the same number with or without pairs)."""
+    pairs: ``pair``, the threshold on the pair statistic T2: T2's (1 -
+    PAIR_SHARE * false_alarm) quantile over those rounds and more, up to
+    calibration_rounds(PAIR_SHARE * false_alarm) (the single threshold is
+    the same number with or without pairs); without pairs, inf."""
     N = beta.shape[0]
     splines = DetectionSplines() if splines is None else splines
     key = [seed, K, N, n, space == "log"]
     rounds = calibration_rounds(false_alarm)
     stats, stats2 = _honest_statistics(encoder, beta, K, n, space, rounds, np.random.default_rng(key), splines, pairs)
     single = float(np.quantile(stats, 1.0 - false_alarm, method="higher"))
+    later = float(np.quantile(stats, 1.0 - min(LATER_FACTOR * false_alarm, MAX_FALSE_ALARM), method="higher"))
     if not pairs:
-        return single
+        return Thresholds(single, np.inf, later)
     more = calibration_rounds(PAIR_SHARE * false_alarm) - rounds
     if more > 0:
         stats2 = np.concatenate((stats2, _honest_statistics(encoder, beta, K, n, space, more,
                                                             np.random.default_rng(key + [1]), splines, True)[1]))
-    return single, float(np.quantile(stats2, 1.0 - PAIR_SHARE * false_alarm, method="higher"))
+    return Thresholds(single, float(np.quantile(stats2, 1.0 - PAIR_SHARE * false_alarm, method="higher")), later)
 
 
 def _honest_statistics(encoder, beta, K, n, space, rounds, rng, splines, pairs):
@@ -204,11 +233,12 @@ class CleanRoundTest:
         self._key = (alpha.tobytes(), beta.tobytes(), float(lam_enc), false_alarm)
         self._alpha, self._beta, self._encoder, self._splines = alpha, beta, encoder, splines
         self._held: dict = {}       # (n, space, pairs) -> thresholds: a dict lookup per decode (0.1 us, not 1.3)
-        self._lookups: dict = {}    # (space, pair, pairs) -> the locate's threshold function (_lookup)
+        self._lookups: dict = {}    # (space, which, pairs) -> the locate's threshold function (_lookup)
 
-    def thresholds(self, n: int, space: str):
-        """The threshold on T for n answers decoded in `space` ('linear' or
-        'log'), calibrated on first use; with pairs, (on T, on T2)."""
+    def thresholds(self, n: int, space: str) -> Thresholds:
+        """The Thresholds for n answers decoded in `space` ('linear' or
+        'log'), calibrated on first use (pair: inf without pairs or with
+        fewer than PAIR_MIN_ANSWERS answers)."""
         pairs = self.pairs and n >= PAIR_MIN_ANSWERS
         held = self._held.get((n, space, pairs))
         if held is None:
@@ -219,45 +249,41 @@ class CleanRoundTest:
         return held
 
     def threshold(self, n: int, space: str) -> float:
-        """The threshold on T (the single test) for n answers in `space`."""
-        r = self.thresholds(n, space)
-        return r[0] if isinstance(r, tuple) else r
+        """The threshold on T (the first step's single test) for n answers in `space`."""
+        return self.thresholds(n, space).single
 
     def pair_threshold(self, n: int, space: str) -> float:
         """The threshold on the pair statistic T2 for n answers in `space`
         (inf where there is no pair test: adversaries < 2, n < 5)."""
-        r = self.thresholds(n, space)
-        return r[1] if isinstance(r, tuple) else np.inf
+        return self.thresholds(n, space).pair
 
-    def ratio_for(self, space: str):
-        """n -> threshold(n, space), for robust.spline_locate's ``ratio``."""
-        return self._lookup(space, False)
-
-    def pair_ratio_for(self, space: str):
-        """n -> pair_threshold(n, space), for spline_locate's ``pair_ratio``
-        (None without pairs)."""
-        return self._lookup(space, True) if self.pairs else None
+    def later_threshold(self, n: int, space: str) -> float:
+        """The threshold on T of the tests after a round's first erasure
+        (LATER_FACTOR x false_alarm) for n answers kept in `space`."""
+        return self.thresholds(n, space).later
 
     def ratios_for(self, space: str):
-        """(ratio_for(space), pair_ratio_for(space)): what the locate takes,
-        in one lookup."""
-        return self._lookup(space, False), (self._lookup(space, True) if self.pairs else None)
+        """(ratio, pair_ratio, later_ratio): n -> threshold(n, space),
+        pair_threshold (None without pairs) and later_threshold, what
+        robust.spline_locate takes, in one lookup."""
+        return (self._lookup(space, "single"), self._lookup(space, "pair") if self.pairs else None,
+                self._lookup(space, "later"))
 
-    def _lookup(self, space: str, pair: bool):
-        """One function per (space, pair) that the locate calls for each
-        size it reaches: a dict lookup once a size is known (the compiled
-        locate calls it 2-4 times a round; through threshold() each call was
-        four Python frames)."""
-        key = (space, pair, self.pairs)
+    def _lookup(self, space: str, which: str):
+        """One function per (space, which field of Thresholds) that the
+        locate calls for each size it reaches: a dict lookup once a size is
+        known (the compiled locate calls it 2-4 times a round; through
+        threshold() each call was four Python frames)."""
+        key = (space, which, self.pairs)
         fn = self._lookups.get(key)
         if fn is None:
             known: dict = {}
-            slow = self.pair_threshold if pair else self.threshold
+            thresholds = self.thresholds
 
             def fn(n: int) -> float:
                 v = known.get(n)
                 if v is None:
-                    v = known[n] = slow(n, space)
+                    v = known[n] = getattr(thresholds(n, space), which)
                 return v
 
             self._lookups[key] = fn

@@ -147,8 +147,12 @@ class LeTCC(Code):
         bench/results/adversarial.md. With adversaries >= 2 the pair test
         has its own threshold at half that rate (about 1.5 s per (n, space)
         for both), so at most 1.5 false_alarm of the synthetic honest
-        rounds erase an answer. None: no test, E erasures in every
-        round (ApproxIFER's rule, the decoder before issue 28).
+        rounds erase an answer. After a round's first erasure (it is
+        attacked) the tests are at 3 false_alarm (clean_round.LATER_FACTOR:
+        a weaker second wrong answer is caught more often, and a lone liar
+        has an honest answer erased beside it in up to that share of its
+        rounds). None: no test, E erasures in every round (ApproxIFER's
+        rule, the decoder before issue 28).
     valid : 'auto', None, 'simplex' or callable, default 'auto'
         With adversaries > 0: answers that cannot be right are erased before
         the spline locator runs, all of them (they are flagged too), and the
@@ -621,11 +625,11 @@ class LeTCC(Code):
         # (false_alarm=None) E erasures in every round
         calibrated = self.flag_threshold is None and self._clean_test is not None
         space = "linear" if Z is None else "log"
-        ratio, pair_ratio = self._clean_test.ratios_for(space) if calibrated else (None, None)
+        ratio, pair_ratio, later = self._clean_test.ratios_for(space) if calibrated else (None, None, None)
         report: dict = {}
         pos = spline_locate(nodes, Dh, budget, self._detection, self.flag_threshold,
                             knots=knots, ratio=ratio, report=report, rows=rows, pair_ratio=pair_ratio,
-                            decode=decode)
+                            decode=decode, later_ratio=later)
         if report:
             # evidence for the caller to pool over rounds: where a wrong answer hides in
             # one round, the top-scored worker is still the same adversary more often
@@ -638,7 +642,7 @@ class LeTCC(Code):
         keep_rows = kept if rows is None else np.sort(rows[kept])   # rows of Y kept, Y's order
         return avail[keep_rows], keep_rows, flagged, None
 
-    def clean_round_threshold(self, n: int, space: str = "linear", pair: bool = False) -> float:
+    def clean_round_threshold(self, n: int, space: str = "linear", pair: bool = False, later: bool = False) -> float:
         """The clean-round test's threshold on the round statistic for n
         answers scored in `space` ('linear', or 'log' for probability
         answers), calibrated now if it is not yet (letcc.codes.clean_round;
@@ -646,13 +650,18 @@ class LeTCC(Code):
         serving for the answering-set sizes expected, to keep the
         calibration out of the first rounds. pair: the pair test's
         threshold instead (adversaries >= 2; inf where no pair is tested:
-        adversaries < 2 or n < 5); both are calibrated by either call."""
+        adversaries < 2 or n < 5); later: the threshold of the tests after a
+        round's first erasure, for n answers kept (false_alarm times
+        clean_round.LATER_FACTOR); all are calibrated by any call."""
         if self._clean_test is None:
             raise ValueError("this code has no clean-round test (false_alarm=None)")
         n = as_int(n, "n", 4, self.N)
         if space not in ("linear", "log"):
             raise ValueError(f"space must be 'linear' or 'log', got {space!r}")
-        return self._clean_test.pair_threshold(n, space) if pair else self._clean_test.threshold(n, space)
+        if pair and later:
+            raise ValueError("pair and later name different thresholds: ask for one at a time")
+        t = self._clean_test.thresholds(n, space)
+        return t.pair if pair else t.later if later else t.single
 
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0

@@ -377,7 +377,7 @@ def _over(top: float, med: float) -> float:
 
 def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSplines,
                   flag_threshold=None, knots=None, ratio=None, report=None, rows=None,
-                  pair_ratio=None, decode=None) -> np.ndarray:
+                  pair_ratio=None, decode=None, later_ratio=None) -> np.ndarray:
     """Positions (into the ascending `nodes`) of the workers the spline
     locator erases, in the order erased (at most min(E, n - 3)). Y: the
     answers, a 2-D C-contiguous float32/float64 (answers, m) array whose row
@@ -393,6 +393,12 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     calibrated test), else flag_threshold ** 2; neither: always (E steps).
     A tested step looks only at the erasable answers (``erasable``) and pairs
     (``pair_erasable``).
+
+    ``later_ratio`` (with ``ratio``; a number or a callable like it): the
+    threshold of every test after the first step's (fewer answers kept:
+    the later steps, the swap and gap steps' rests); None: ``ratio``.
+    letcc.codes.clean_round calibrates it looser (a round whose first test
+    fired is known to be attacked).
 
     ``pair_ratio`` (with ``ratio``; a number or a callable like it): the
     pair stage (the module docstring). A step with 2 or more erasures left
@@ -430,12 +436,12 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
     if ratio is None and flag_threshold is not None:
         ratio = flag_threshold * flag_threshold
     if ratio is None:
-        pair_ratio = None       # untested: E single erasures
+        pair_ratio = later_ratio = None     # untested: E single erasures
     t = detection_knots(nodes) if knots is None else knots
     d = splines.get(t)
     erased, kept, rep, decoded = _core.spline_locate(d.plan, Y, rows, d.one_minus_diag, d.pair_inv, d.hat, t, d.lam,
                                                      E, ratio, pair_ratio, decode, 0, _PAIR_CHOICE, _SWAP_STEP,
-                                                     _GAP_STEP)
+                                                     _GAP_STEP, later_ratio)
     if report is not None:
         top, stat, threshold, pair_top, stat2, threshold2, swapped, gapped = rep
         report.update(top=top, statistic=stat, threshold=threshold, swap=swapped, gap=gapped, kept=kept)
