@@ -99,12 +99,14 @@ def ref_locate(knots, Y, E, ratio, pair_ratio, later=None):
     apart around it that leaves the smallest statistic); else the single
     test as before. Every step refits the answers kept with the first step's
     lam. Then the swap step and the gap step. later: the threshold of every
-    test with fewer than n answers kept (None: ratio)."""
+    test with fewer than n answers kept where the first step's single or
+    pair statistic was at least twice its threshold (None: ratio)."""
     n = knots.shape[0]
     first_ratio = ratio
+    evidence = [False]
 
     def ratio(k):
-        return first_ratio(k) if later is None or k == n else later(k)
+        return first_ratio(k) if later is None or k == n or not evidence[0] else later(k)
 
     keep = list(range(n))
     erased = []
@@ -122,10 +124,14 @@ def ref_locate(knots, Y, E, ratio, pair_ratio, later=None):
         r = ratio(len(keep))
         if not erased and steps >= 2 and n >= 7 and stat > r:
             gap = (s, 0.5 * r * med)
+        if not erased:
+            evidence[0] = stat >= 2.0 * r
         if steps - len(erased) >= 2 and len(keep) >= 5:
             p = masked_pairs(t, ref_pair_scores(t, Y[keep], lam))
             j = int(np.argmax(p))
             stat2, r2 = p[j] / med, pair_ratio(len(keep))
+            if not erased and stat2 >= 2.0 * r2:
+                evidence[0] = True
             i = int(np.argmax(s))
             if stat2 > r2 and not (stat > r and (i in (j, j + 1) or stat / r > stat2 / r2)):
                 # the top pair or an erasable pair one apart around it, whichever

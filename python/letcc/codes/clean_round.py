@@ -47,14 +47,17 @@ code with adversaries >= 2 thus erases an honest answer in at most
 bound; the two tests fire on partly the same rounds), about 1.5 s per
 (n, space) at the default rate.
 
-Later steps. Once a round's first test has fired, the round is known to
-be attacked, and the tests after its first erasure (the steps that follow,
-the swap and gap steps' rests) use the (1 - LATER_FACTOR * false_alarm)
-quantile of the same rounds' T: a looser threshold, so a second, weaker
-wrong answer is less often left in, at the price of an honest answer
-erased beside a lone liar in up to LATER_FACTOR * false_alarm of the rounds
-that have one (a code with adversaries >= 2; with adversaries = 1 the
-budget ends at the first erasure). Clean rounds never reach it.
+Later steps. Once a round's first test has fired with a statistic at
+least twice its threshold, the round is attacked, and the tests after its
+first erasure (the steps that follow, the swap and gap steps' rests) use
+the (1 - LATER_FACTOR * false_alarm) quantile of the same rounds' T: a
+looser threshold, so a second, weaker wrong answer is less often left in,
+at the price of an honest answer erased beside a lone liar in up to
+LATER_FACTOR * false_alarm of the rounds that have one (a code with
+adversaries >= 2; with adversaries = 1 the budget ends at the first
+erasure). Clean rounds keep their rate: a false alarm is a statistic just
+above the threshold, which keeps the first step's threshold for the rest
+of its round (csrc/driver/locate.hpp, kLaterEvidence).
 
 Why it transfers, and where it does not: a real model is seen through the
 same encoder at the same nodes, so the curve each worker evaluates has the

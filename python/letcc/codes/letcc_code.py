@@ -147,8 +147,9 @@ class LeTCC(Code):
         bench/results/adversarial.md. With adversaries >= 2 the pair test
         has its own threshold at half that rate (about 1.5 s per (n, space)
         for both), so at most 1.5 false_alarm of the synthetic honest
-        rounds erase an answer. After a round's first erasure (it is
-        attacked) the tests are at 3 false_alarm (clean_round.LATER_FACTOR:
+        rounds erase an answer. After the first erasure of a round whose
+        first statistic was at least twice its threshold (it is attacked)
+        the tests are at 3 false_alarm (clean_round.LATER_FACTOR:
         a weaker second wrong answer is caught more often, and a lone liar
         has an honest answer erased beside it in up to that share of its
         rounds). None: no test, E erasures in every round (ApproxIFER's

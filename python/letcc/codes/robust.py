@@ -396,9 +396,12 @@ def spline_locate(nodes: np.ndarray, Y: np.ndarray, E: int, splines: DetectionSp
 
     ``later_ratio`` (with ``ratio``; a number or a callable like it): the
     threshold of every test after the first step's (fewer answers kept:
-    the later steps, the swap and gap steps' rests); None: ``ratio``.
-    letcc.codes.clean_round calibrates it looser (a round whose first test
-    fired is known to be attacked).
+    the later steps, the swap and gap steps' rests) in a round whose first
+    single or pair statistic was at least twice its threshold
+    (kLaterEvidence in csrc/driver/locate.hpp); None: ``ratio``.
+    letcc.codes.clean_round calibrates it looser (such a round is attacked;
+    a false alarm on an honest round is a statistic just above its
+    threshold).
 
     ``pair_ratio`` (with ``ratio``; a number or a callable like it): the
     pair stage (the module docstring). A step with 2 or more erasures left
