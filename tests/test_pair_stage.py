@@ -458,19 +458,9 @@ def test_the_swap_step_leaves_honest_rounds_alone(monkeypatch):
     runs only where a round spends the whole budget (a false alarm of the
     pair test here, 1 round in 100) with another answer above the threshold,
     and a round with nothing erased is the plain decode."""
-    from letcc.codes import letcc_code, robust
     from test_clean_round import smooth_rounds
 
-    calls = []
-    real = robust.spline_locate
-
-    def spy(*args, **kwargs):               # the report says whether the swap step ran
-        out = real(*args, **kwargs)
-        if kwargs["report"].get("swap"):
-            calls.append(1)
-        return out
-
-    monkeypatch.setattr(letcc_code, "spline_locate", spy)
+    swaps = reports_of_locates(monkeypatch, "swap")     # the report says whether the swap step ran
     K, N = 8, 24
     code, plain = LeTCC(K, N, adversaries=2), LeTCC(K, N)
     Y = smooth_rounds(code, 100, seed=5, freq=(0.05, 0.2), m=10)
@@ -482,7 +472,24 @@ def test_the_swap_step_leaves_honest_rounds_alone(monkeypatch):
         spent += flagged.size == 2
         if flagged.size == 0:
             np.testing.assert_array_equal(est, plain.decode(Y[F, r], F))
-    assert len(calls) <= spent <= 2
+    assert sum(bool(x) for x in swaps) <= spent <= 2
+
+
+def reports_of_locates(monkeypatch, key):
+    """A list that LeTCC's decodes fill with report[key] of each locate
+    they run (robust.spline_locate's report, through letcc_code's name)."""
+    from letcc.codes import letcc_code, robust
+
+    seen: list = []
+    real = robust.spline_locate
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen.append(kwargs["report"].get(key))
+        return out
+
+    monkeypatch.setattr(letcc_code, "spline_locate", spy)
+    return seen
 
 
 def wrong_honest_wrong_rounds(code, rounds, seed):
@@ -509,19 +516,11 @@ def test_the_gap_step_erases_wrong_honest_wrong_where_the_greedy_steps_took_the_
     wrong answers are flagged in more rounds than without it, and the
     rounds it changes are those where the greedy steps erased the honest
     answer between them (the report says which rounds it changed)."""
-    from letcc.codes import letcc_code, robust
+    from letcc.codes import robust
 
     code = LeTCC(8, 24, adversaries=2)
     cases = wrong_honest_wrong_rounds(code, 300, seed=7)
-    changed = []
-    real = robust.spline_locate
-
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        changed.append(kwargs["report"]["gap"])
-        return out
-
-    monkeypatch.setattr(letcc_code, "spline_locate", spy)
+    changed = reports_of_locates(monkeypatch, "gap")
 
     def caught():
         changed.clear()
@@ -548,18 +547,9 @@ def test_the_gap_step_leaves_one_liar_and_honest_rounds_alone(monkeypatch):
     rounds with one wrong answer the gap step changes nothing (measured on
     bench/adversarial.py's smooth f: with its margin of 4, no round with one
     liar in 1600)."""
-    from letcc.codes import letcc_code, robust
     from test_clean_round import smooth_rounds
 
-    gapped = []
-    real = robust.spline_locate
-
-    def spy(*args, **kwargs):
-        out = real(*args, **kwargs)
-        gapped.append(kwargs["report"]["gap"])
-        return out
-
-    monkeypatch.setattr(letcc_code, "spline_locate", spy)
+    gapped = reports_of_locates(monkeypatch, "gap")
     code = LeTCC(8, 24, adversaries=2)
     Y = smooth_rounds(code, 200, seed=9, freq=(0.05, 0.2), m=10)
     rng = np.random.default_rng(10)
@@ -577,16 +567,21 @@ def test_the_gap_step_leaves_one_liar_and_honest_rounds_alone(monkeypatch):
     assert liars >= 90                              # the liars are caught: the test fired in those rounds
 
 
+def answering_round(rng):
+    """(nodes, detection knots, honest answers) of 22 of LeTCC(8, 24)'s
+    workers, 3-29 outputs each (answers(): smooth plus noise 0.05)."""
+    nodes = LeTCC(8, 24).beta[np.sort(rng.choice(24, 22, replace=False))]
+    t = detection_knots(nodes)
+    return nodes, t, answers(rng, t, int(rng.integers(3, 30)), noise=0.05)
+
+
 def test_spline_locate_with_the_gap_step_erases_as_the_written_out_steps(rng):
     """Wrong, honest, wrong on 22 of LeTCC(8, 24)'s nodes against the dense
     reference steps (ref_locate), at fixed thresholds; the rounds include
     rounds the gap step changed (measured: about 1 in 10 of such rounds)."""
-    beta = LeTCC(8, 24).beta
     changed = 0
     for _ in range(80):
-        nodes = beta[np.sort(rng.choice(24, 22, replace=False))]
-        t = detection_knots(nodes)
-        Y = answers(rng, t, int(rng.integers(3, 30)), noise=0.05)
+        nodes, t, Y = answering_round(rng)
         i = int(rng.integers(2, 17))
         Y[[i, i + 2]] += 0.8
         rep: dict = {}
@@ -602,12 +597,9 @@ def test_later_tests_take_the_later_threshold_as_the_written_out_steps(rng):
     and gap steps' rests) against their own threshold, as the dense
     reference steps take it; where it equals ratio, the locate is the one
     without it; a looser one catches a weaker second liar."""
-    beta = LeTCC(8, 24).beta
     looser = 0
     for _ in range(60):
-        nodes = beta[np.sort(rng.choice(24, 22, replace=False))]
-        t = detection_knots(nodes)
-        Y = answers(rng, t, int(rng.integers(3, 30)), noise=0.05)
+        nodes, t, Y = answering_round(rng)
         a, b = rng.choice(np.arange(2, 20), 2, replace=False)
         Y[a] += 1.0
         Y[b] += float(rng.uniform(0.1, 0.4))            # a weaker second liar
