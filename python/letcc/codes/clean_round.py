@@ -93,15 +93,17 @@ SEED = 28
 # test keeps false_alarm): a code with adversaries >= 2 erases in at most
 # (1 + PAIR_SHARE) false_alarm of the synthetic honest rounds
 PAIR_SHARE = 0.5
-# the tests after a round's first erasure (fewer answers kept) are at
-# LATER_FACTOR times false_alarm: a round whose first test fired is known to
-# be attacked, and a second wrong answer is then likelier than an honest
-# false alarm. Measured on bench/adversarial.py's smooth f (N = 24, S = 2,
-# 1600 rounds each, adversaries = 2): with 3, MSE at E = 2 -3 to -22%
-# (gaussian -22%, relabel -11%, shift -9%, sign-flip -7%), and with one liar
-# +1 to +3% (an honest answer erased beside it in 0.1-0.3% more rounds);
-# with 10, -7 to -27% at E = 2 but +12 to +13% with one liar. Clean rounds
-# are unchanged: their first test is at false_alarm.
+# the tests after the first erasure of a round whose first statistic was at
+# least twice its threshold (it is attacked; csrc/driver/locate.hpp,
+# kLaterEvidence) are at LATER_FACTOR times false_alarm: a second wrong
+# answer is then likelier than an honest false alarm. Measured on
+# bench/adversarial.py's smooth f (N = 24, S = 2, 1600 rounds each,
+# adversaries = 2), first without the evidence rule: with 3, MSE at E = 2
+# -3 to -22% (gaussian -22%, relabel -11%, shift -9%, sign-flip -7%), and
+# with one liar +1 to +3% (an honest answer erased beside it in 0.1-0.3%
+# more rounds); with 10, -7 to -27% at E = 2 but +12 to +13% with one liar.
+# With the rule (what runs), 1-6% off the E = 2 MSE (pair_stage.md) and
+# clean rounds unchanged (adversarial.md).
 LATER_FACTOR = 3.0
 DIM_IN, HIDDEN, DIM_OUT = 8, 16, 10
 BEND = (0.3, 3.0)          # g: the network's input gain (how far tanh bends)
