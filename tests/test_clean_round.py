@@ -349,3 +349,98 @@ def test_last_clean_round_reports_the_top_scored_worker():
     assert code.last_clean_round["worker"] == 9 and code.last_clean_round["statistic"] > rep["threshold"]
     code.decode(Y[:3], F[:3])                                 # fewer than 4 answers: no test ran
     assert code.last_clean_round is None
+
+
+# ------------------------------------------------------------ calibration on the model's own rounds
+
+
+def test_calibration_on_the_models_rounds_is_the_stated_quantiles_of_its_statistics():
+    """calibrate_clean_round's thresholds: the quantiles of T (and T2) over
+    rounds x sets of the model's honest rounds, written out here with the
+    same answering sets; then the code's tests take them."""
+    from letcc.codes.clean_round import LATER_FACTOR, PAIR_SHARE
+    from letcc.codes.robust import DetectionSplines, detection_knots, locator_scores, round_statistic
+
+    K, N, n, fa = 5, 16, 14, 0.05
+    code = LeTCC(K, N, adversaries=2, false_alarm=fa, output_space="linear")
+    Y = smooth_rounds(code, 40, seed=11, freq=(0.05, 0.2))
+    got = code.calibrate_clean_round(Y, sizes=[n], sets=25, seed=3)[n]
+    rng = np.random.default_rng(3)
+    knots = detection_knots(code.beta)
+    T, T2 = [], []
+    for _ in range(25):
+        F = np.sort(rng.choice(N, n, replace=False))
+        for r in range(40):
+            s, loo, p = locator_scores(DetectionSplines(), knots[F], np.ascontiguousarray(Y[F, r]), tested=True,
+                                       pairs=True)
+            T.append(round_statistic(s, loo))
+            T2.append(round_statistic(p, loo))
+    q = lambda a, rate: float(np.quantile(a, 1.0 - rate, method="higher"))     # noqa: E731
+    assert got.single == q(T, fa) and got.pair == q(T2, PAIR_SHARE * fa) and got.later == q(T, LATER_FACTOR * fa)
+    assert code.clean_round_threshold(n) == got.single
+    assert code.clean_round_threshold(n, pair=True) == got.pair
+    assert code.clean_round_threshold(n, later=True) == got.later
+    assert code.clean_round_threshold(n - 1) != got.single           # other sizes keep the synthetic calibration
+
+
+def test_a_model_the_synthetic_family_misjudges_keeps_its_stated_rate_once_calibrated_on_its_rounds():
+    """A nearly linear f (sines of low frequency): its honest rounds' T runs
+    far above the synthetic rounds', so the synthetic threshold raises an
+    alarm in most of them; calibrated on other honest rounds of the same f,
+    the alarms on fresh rounds fall to near the stated rate, and a wrong
+    answer is still caught."""
+    K, N, n, fa = 6, 20, 18, 0.05
+    code = LeTCC(K, N, adversaries=1, false_alarm=fa, output_space="linear")
+    calib = smooth_rounds(code, 300, seed=21, freq=(0.01, 0.03))
+    fresh = smooth_rounds(code, 400, seed=22, freq=(0.01, 0.03))        # other functions of the same kind
+    rng = np.random.default_rng(23)
+    sets = [np.sort(rng.choice(N, n, replace=False)) for _ in range(400)]
+
+    def alarm_rate():
+        return np.mean([code.decode(fresh[F, r], F, return_flagged=True)[1].size > 0 for r, F in enumerate(sets)])
+
+    synthetic = alarm_rate()
+    code.calibrate_clean_round(calib, sizes=[n], sets=100)
+    own = alarm_rate()
+    # measured: 0.445 -> 0.0575 (binomial(400, 0.05): sd 0.011); with 20 sets 0.095: the
+    # answering sets matter too, so the calibration wants many of them
+    assert synthetic > 0.3 and own < 0.08, (synthetic, own)
+    Yw = fresh[sets[0], 0].copy()
+    Yw[7] += 0.5 * np.abs(fresh[:, 0]).max()
+    assert code.decode(Yw, sets[0], return_flagged=True)[1].tolist() == [int(sets[0][7])]
+
+
+def test_calibration_on_probability_rounds_is_for_the_log_space():
+    from letcc.codes.output_space import from_log
+
+    code = LeTCC(5, 16, adversaries=1, false_alarm=0.1)
+    P = from_log(3.0 * smooth_rounds(code, 30, seed=31, m=4))       # softmax rows
+    got = code.calibrate_clean_round(P, sizes=[15], sets=10)[15]
+    assert code.clean_round_threshold(15, space="log") == got.single
+    assert code.clean_round_threshold(15, space="linear") != got.single
+    lin = code.calibrate_clean_round(P, sizes=[15], sets=10, space="linear")[15]
+    assert code.clean_round_threshold(15, space="linear") == lin.single
+
+
+def test_calibration_on_the_models_rounds_names_bad_input():
+    code = LeTCC(5, 16, adversaries=1, false_alarm=0.1)
+    Y = smooth_rounds(code, 30, seed=41)
+    with pytest.raises(ValueError, match=r"outputs must be \(N, rounds, ...\) with N = 16 workers.*got shape \(15, 30, 6\)"):
+        code.calibrate_clean_round(Y[:15])
+    with pytest.raises(ValueError, match=r"got shape \(16,\)"):
+        code.calibrate_clean_round(Y[:, 0, 0])
+    bad = Y.copy()
+    bad[3, 2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"outputs must be finite \(honest rounds\), got nan at \(3, 2, 1\)"):
+        code.calibrate_clean_round(bad)
+    with pytest.raises(ValueError, match=r"30 rounds x 2 sets = 60 statistics per size; the quantiles at "
+                                         r"false_alarm=0.1 need at least 200"):
+        code.calibrate_clean_round(Y, sizes=[14], sets=2)
+    with pytest.raises(ValueError, match="space must be None, 'linear' or 'log', got 'logits'"):
+        code.calibrate_clean_round(Y, space="logits")
+    with pytest.raises(ValueError, match="sizes"):
+        code.calibrate_clean_round(Y, sizes=[17])
+    with pytest.raises(TypeError, match="outputs must hold float32 or float64 numbers, got dtype complex128"):
+        code.calibrate_clean_round(Y.astype(complex))
+    with pytest.raises(ValueError, match=r"no clean-round test \(false_alarm=None\)"):
+        LeTCC(5, 16, adversaries=1, false_alarm=None).calibrate_clean_round(Y)

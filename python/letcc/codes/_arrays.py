@@ -100,15 +100,16 @@ def put_rows(dst, idx: np.ndarray, src):
     return dst
 
 
-def to_host_2d(Y) -> np.ndarray:
-    """A C-contiguous float numpy (n, m) copy or view of Y (copied to the host if on a GPU)."""
+def to_host_2d(Y, name: str = "Y") -> np.ndarray:
+    """A C-contiguous float numpy (n, m) copy or view of Y (copied to the host
+    if on a GPU); a TypeError naming `name` for a dtype that is not real."""
     if type(Y) is np.ndarray and Y.dtype in (np.float32, np.float64) and Y.flags.c_contiguous and Y.ndim:
         return Y.reshape(Y.shape[0], -1)      # the decoders' every call: a view, as below
     if is_torch_tensor(Y):
-        dtype = _float_torch_dtype(Y, "Y")
+        dtype = _float_torch_dtype(Y, name)
         Y = Y.detach().to(dtype).cpu().numpy()
     elif _is_cupy(Y):
         Y = Y.get()
     arr = np.asarray(Y)
-    dtype = _float_np_dtype(arr.dtype, "Y")
+    dtype = _float_np_dtype(arr.dtype, name)
     return np.ascontiguousarray(arr.reshape(arr.shape[0], -1), dtype=dtype)

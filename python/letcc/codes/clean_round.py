@@ -76,7 +76,8 @@ from letcc.codes._plan_cache import PlanCache
 from letcc.codes.robust import PAIR_MIN_ANSWERS, DetectionSplines, detection_knots, locator_scores, round_statistic
 
 __all__ = ["FALSE_ALARM", "check_false_alarm", "calibrate", "calibration_rounds", "synthetic_outputs",
-           "synthetic_network", "CleanRoundTest", "CALIBRATIONS", "PAIR_SHARE", "LATER_FACTOR", "Thresholds"]
+           "synthetic_network", "CleanRoundTest", "CALIBRATIONS", "PAIR_SHARE", "LATER_FACTOR", "Thresholds",
+           "thresholds_of", "model_statistics"]
 
 # the default false-alarm rate per honest round: a clean round of a code with
 # adversaries > 0 keeps all its answers with probability 1 - FALSE_ALARM
@@ -190,15 +191,22 @@ def calibrate(encoder, beta: np.ndarray, K: int, n: int, space: str, false_alarm
     key = [seed, K, N, n, space == "log"]
     rounds = calibration_rounds(false_alarm)
     stats, stats2 = _honest_statistics(encoder, beta, K, n, space, rounds, np.random.default_rng(key), splines, pairs)
+    if pairs:
+        more = calibration_rounds(PAIR_SHARE * false_alarm) - rounds
+        if more > 0:
+            stats2 = np.concatenate((stats2, _honest_statistics(encoder, beta, K, n, space, more,
+                                                                np.random.default_rng(key + [1]), splines, True)[1]))
+    return thresholds_of(stats, stats2, false_alarm)
+
+
+def thresholds_of(stats: np.ndarray, stats2: np.ndarray | None, false_alarm: float) -> Thresholds:
+    """The Thresholds of honest rounds' statistics T (and T2, None without
+    pairs): their (1 - false_alarm), (1 - PAIR_SHARE false_alarm) and
+    (1 - LATER_FACTOR false_alarm) quantiles (the higher order statistic)."""
     single = float(np.quantile(stats, 1.0 - false_alarm, method="higher"))
     later = float(np.quantile(stats, 1.0 - min(LATER_FACTOR * false_alarm, MAX_FALSE_ALARM), method="higher"))
-    if not pairs:
-        return Thresholds(single, np.inf, later)
-    more = calibration_rounds(PAIR_SHARE * false_alarm) - rounds
-    if more > 0:
-        stats2 = np.concatenate((stats2, _honest_statistics(encoder, beta, K, n, space, more,
-                                                            np.random.default_rng(key + [1]), splines, True)[1]))
-    return Thresholds(single, float(np.quantile(stats2, 1.0 - PAIR_SHARE * false_alarm, method="higher")), later)
+    pair = np.inf if stats2 is None else float(np.quantile(stats2, 1.0 - PAIR_SHARE * false_alarm, method="higher"))
+    return Thresholds(single, pair, later)
 
 
 def _honest_statistics(encoder, beta, K, n, space, rounds, rng, splines, pairs):
@@ -215,16 +223,38 @@ def _honest_statistics(encoder, beta, K, n, space, rounds, rng, splines, pairs):
         if lo >= hi:
             break
         avail = np.sort(rng.choice(N, n, replace=False))
-        t = knots[avail]
-        Os = np.ascontiguousarray(O[avail, lo:hi].transpose(1, 0, 2))       # (r, n, m)
-        for r in range(hi - lo):
-            if stats2 is not None:
-                s, loo, p = locator_scores(splines, t, Os[r], tested=True, pairs=True)
-                stats2[lo + r] = round_statistic(p, loo)
-            else:
-                s, loo = locator_scores(splines, t, Os[r], tested=True)
-            stats[lo + r] = round_statistic(s, loo)
+        _score_rounds(splines, knots[avail], O[avail, lo:hi], stats[lo:hi],
+                      None if stats2 is None else stats2[lo:hi])
     return stats, stats2
+
+
+def _score_rounds(splines, t, O, stats, stats2) -> None:
+    """T (and T2 where stats2 is given) of each round of O (n, rounds, m),
+    the answers at the detection knots t, into stats (stats2)."""
+    Os = np.ascontiguousarray(O.transpose(1, 0, 2))       # (rounds, n, m)
+    for r in range(Os.shape[0]):
+        if stats2 is not None:
+            s, loo, p = locator_scores(splines, t, Os[r], tested=True, pairs=True)
+            stats2[r] = round_statistic(p, loo)
+        else:
+            s, loo = locator_scores(splines, t, Os[r], tested=True)
+        stats[r] = round_statistic(s, loo)
+
+
+def model_statistics(outputs: np.ndarray, beta: np.ndarray, n: int, sets: int, rng: np.random.Generator,
+                     splines: DetectionSplines, pairs: bool):
+    """(T, T2) of a model's honest rounds: outputs (N, rounds, m), every
+    worker's answer in the space the decoder scores, each round decoded from
+    `sets` answering sets of n drawn uniformly (rounds x sets statistics;
+    T2 None without pairs)."""
+    N, R = outputs.shape[:2]
+    knots = detection_knots(beta)
+    stats = np.empty((sets, R))
+    stats2 = np.empty((sets, R)) if pairs else None
+    for j in range(sets):
+        avail = np.sort(rng.choice(N, n, replace=False))
+        _score_rounds(splines, knots[avail], outputs[avail], stats[j], None if stats2 is None else stats2[j])
+    return stats.ravel(), (None if stats2 is None else stats2.ravel())
 
 
 class CleanRoundTest:
@@ -238,6 +268,7 @@ class CleanRoundTest:
         self._key = (alpha.tobytes(), beta.tobytes(), float(lam_enc), false_alarm)
         self._alpha, self._beta, self._encoder, self._splines = alpha, beta, encoder, splines
         self._held: dict = {}       # (n, space, pairs) -> thresholds: a dict lookup per decode (0.1 us, not 1.3)
+        self._installed: dict = {}  # (n, space) -> Thresholds from the model's own honest rounds (install)
         self._lookups: dict = {}    # (space, which, pairs) -> the locate's threshold function (_lookup)
 
     def thresholds(self, n: int, space: str) -> Thresholds:
@@ -246,12 +277,23 @@ class CleanRoundTest:
         fewer than PAIR_MIN_ANSWERS answers)."""
         pairs = self.pairs and n >= PAIR_MIN_ANSWERS
         held = self._held.get((n, space, pairs))
+        if held is None and (n, space) in self._installed:
+            held = self._held[(n, space, pairs)] = self._installed[(n, space)]
         if held is None:
             held = self._held[(n, space, pairs)] = CALIBRATIONS.get(
                 self._key + (int(n), space) + (("pairs",) if pairs else ()), lambda: calibrate(
                     self._encoder, self._beta, self._alpha.shape[0], int(n), space, self.false_alarm,
                     self._splines, pairs=pairs))
         return held
+
+    def install(self, n: int, space: str, thresholds: Thresholds) -> None:
+        """Use `thresholds` for n answers in `space` from now on, in place of
+        the synthetic calibration's (LeTCC.calibrate_clean_round: from the
+        model's own honest rounds)."""
+        self._installed[(int(n), space)] = thresholds
+        for key in [k for k in self._held if k[:2] == (int(n), space)]:
+            del self._held[key]
+        self._lookups.clear()           # their sizes known: asked again
 
     def threshold(self, n: int, space: str) -> float:
         """The threshold on T (the first step's single test) for n answers in `space`."""

@@ -664,6 +664,69 @@ class LeTCC(Code):
         t = self._clean_test.thresholds(n, space)
         return t.pair if pair else t.later if later else t.single
 
+    def calibrate_clean_round(self, outputs, sizes=None, sets: int = 64, seed: int = 0, space: str | None = None):
+        """Calibrate the clean-round test on the model's own honest rounds,
+        in place of the synthetic rounds (letcc.codes.clean_round), for the
+        answering-set sizes given; returns {n: clean_round.Thresholds}.
+
+        outputs: (N, rounds, ...) float, every worker's honest answer in each
+        of `rounds` rounds of this code (what ``letcc.evaluate.coded_outputs``
+        gives; rounds the decoder will not see, or the test's false-alarm
+        rate on them is optimistic). Each round is scored from `sets`
+        answering sets of each size drawn uniformly (seeded by `seed`), and
+        the thresholds are the same quantiles of the round statistic the
+        synthetic calibration takes, so rounds x sets must reach
+        20 / false_alarm (20 / (false_alarm / 2) with the pair test); the
+        statistic depends on the answering set too, so many sets matter (in
+        tests/test_clean_round.py 300 rounds x 20 sets gave fresh rounds
+        1.9x the stated rate, x 100 sets 1.15x). sizes:
+        the answering-set sizes (default: those the code can decode from
+        with the locator's budget, max(K, adversaries + 4) .. N). space:
+        'linear' or 'log', the space the decoder scores such rounds in
+        (None: 'log' where outputs are probability vectors and the code's
+        output_space allows it, else 'linear'). Use it where the synthetic
+        family does not fit the model: bench/results/adversarial.md has a
+        held-out classifier whose honest rounds raised an alarm in 1.6% of
+        them at the synthetic threshold for 0.1%."""
+        from letcc.codes.clean_round import EXCEEDANCES, PAIR_SHARE, model_statistics, thresholds_of
+        from letcc.codes.output_space import is_probability_rows, to_log
+        from letcc.codes.robust import PAIR_MIN_ANSWERS
+
+        if self._clean_test is None:
+            raise ValueError("this code has no clean-round test (false_alarm=None)")
+        shape = tuple(outputs.shape) if hasattr(outputs, "shape") else np.shape(outputs)
+        if len(shape) < 2 or shape[0] != self.N or 0 in shape:
+            raise ValueError(f"outputs must be (N, rounds, ...) with N = {self.N} workers and at least one round "
+                             f"and output, got shape {shape}")
+        Y = to_host_2d(outputs, "outputs").reshape(shape)
+        if not np.isfinite(Y).all():
+            bad = np.argwhere(~np.isfinite(Y))[0]
+            raise ValueError(f"outputs must be finite (honest rounds), got {Y[tuple(bad)]} at {tuple(int(i) for i in bad)}")
+        sets = as_int(sets, "sets", 1, 1 << 20)
+        if space is None:
+            space = "log" if self.output_space != "linear" and self._space in (None, "log") and \
+                is_probability_rows(Y) else "linear"
+        if space not in ("linear", "log"):
+            raise ValueError(f"space must be None, 'linear' or 'log', got {space!r}")
+        if sizes is None:
+            sizes = range(max(self.K, self.adversaries + 4), self.N + 1)
+        sizes = sorted({as_int(n, "sizes", 4, self.N) for n in sizes})
+        R = Y.shape[1]
+        O = np.ascontiguousarray((to_log(Y) if space == "log" else Y).reshape(self.N, R, -1), dtype=np.float64)
+        test = self._clean_test
+        out = {}
+        rng = np.random.default_rng(seed)
+        for n in sizes:
+            pairs = test.pairs and n >= PAIR_MIN_ANSWERS
+            need = int(np.ceil(EXCEEDANCES / (PAIR_SHARE * test.false_alarm if pairs else test.false_alarm)))
+            if R * sets < need:
+                raise ValueError(f"{R} rounds x {sets} sets = {R * sets} statistics per size; the quantiles at "
+                                 f"false_alarm={test.false_alarm:g} need at least {need}: give more rounds or sets")
+            stats, stats2 = model_statistics(O, self.beta, n, sets, rng, self._detection, pairs)
+            out[n] = thresholds_of(stats, stats2, test.false_alarm)
+            test.install(n, space, out[n])
+        return out
+
     def can_decode(self, available) -> bool:
         return self._available(available, allow_empty=True).size > 0
 
