@@ -363,24 +363,58 @@ def test_calibration_on_the_models_rounds_is_the_stated_quantiles_of_its_statist
 
     K, N, n, fa = 5, 16, 14, 0.05
     code = LeTCC(K, N, adversaries=2, false_alarm=fa, output_space="linear")
+    synthetic = code.clean_round_threshold(n - 3)
     Y = smooth_rounds(code, 40, seed=11, freq=(0.05, 0.2))
-    got = code.calibrate_clean_round(Y, sizes=[n], sets=25, seed=3)[n]
+    got = code.calibrate_clean_round(Y, sizes=n, sets=25, seed=3)
+    assert sorted(got) == [n - 2, n - 1, n]          # and the sizes its rounds reach after erasures
     rng = np.random.default_rng(3)
     knots = detection_knots(code.beta)
-    T, T2 = [], []
-    for _ in range(25):
-        F = np.sort(rng.choice(N, n, replace=False))
-        for r in range(40):
-            s, loo, p = locator_scores(DetectionSplines(), knots[F], np.ascontiguousarray(Y[F, r]), tested=True,
-                                       pairs=True)
-            T.append(round_statistic(s, loo))
-            T2.append(round_statistic(p, loo))
     q = lambda a, rate: float(np.quantile(a, 1.0 - rate, method="higher"))     # noqa: E731
-    assert got.single == q(T, fa) and got.pair == q(T2, PAIR_SHARE * fa) and got.later == q(T, LATER_FACTOR * fa)
-    assert code.clean_round_threshold(n) == got.single
-    assert code.clean_round_threshold(n, pair=True) == got.pair
-    assert code.clean_round_threshold(n, later=True) == got.later
-    assert code.clean_round_threshold(n - 1) != got.single           # other sizes keep the synthetic calibration
+    for k in (n - 2, n - 1, n):                      # the sets drawn size after size, ascending
+        T, T2 = [], []
+        for _ in range(25):
+            F = np.sort(rng.choice(N, k, replace=False))
+            for r in range(40):
+                s, loo, p = locator_scores(DetectionSplines(), knots[F], np.ascontiguousarray(Y[F, r]),
+                                           tested=True, pairs=True)
+                T.append(round_statistic(s, loo))
+                T2.append(round_statistic(p, loo))
+        t = got[k]
+        assert t.single == q(T, fa) and t.pair == q(T2, PAIR_SHARE * fa) and t.later == q(T, LATER_FACTOR * fa)
+        assert code.clean_round_threshold(k) == t.single
+        assert code.clean_round_threshold(k, pair=True) == t.pair
+        assert code.clean_round_threshold(k, later=True) == t.later
+    assert code.clean_round_threshold(n - 3) == synthetic          # other sizes keep the synthetic calibration
+
+
+def test_a_round_of_a_calibrated_size_takes_no_synthetic_threshold(monkeypatch):
+    """A decode of n answers that erases, after calibrate_clean_round(sizes=n):
+    every threshold it asks for (the later step's at n - 1) is the model's."""
+    from letcc.codes import clean_round
+
+    code = LeTCC(5, 16, adversaries=2, false_alarm=0.05, output_space="linear")
+    Y = smooth_rounds(code, 60, seed=12, freq=(0.05, 0.2))
+    code.calibrate_clean_round(Y[:, :40], sizes=14, sets=25)
+
+    def no_synthetic(*args, **kwargs):
+        raise AssertionError("a synthetic calibration ran in the decode")
+
+    monkeypatch.setattr(clean_round, "calibrate", no_synthetic)
+    F = np.arange(1, 15)
+    Yr = Y[F, 52].copy()
+    Yr[6] += 0.5 * np.abs(Yr).max()
+    assert code.decode(Yr, F, return_flagged=True)[1].tolist() == [7]
+    assert code.last_clean_round["threshold"] == code.clean_round_threshold(14)
+
+
+def test_a_calibration_that_raises_changes_nothing():
+    code = LeTCC(5, 16, adversaries=2, false_alarm=0.1, output_space="linear")
+    before = code.clean_round_threshold(4)
+    Y = smooth_rounds(code, 30, seed=13)
+    # size 4 would need 200 statistics, 5 (with the pair test) 400: checked before anything is computed
+    with pytest.raises(ValueError, match="need at least 400"):
+        code.calibrate_clean_round(Y, sizes=[4, 5], sets=10)
+    assert code.clean_round_threshold(4) == before
 
 
 def test_a_model_the_synthetic_family_misjudges_keeps_its_stated_rate_once_calibrated_on_its_rounds():
@@ -438,6 +472,8 @@ def test_calibration_on_the_models_rounds_names_bad_input():
         code.calibrate_clean_round(Y, sizes=[14], sets=2)
     with pytest.raises(ValueError, match="space must be None, 'linear' or 'log', got 'logits'"):
         code.calibrate_clean_round(Y, space="logits")
+    with pytest.raises(ValueError, match=r"space='log' needs probability vectors along outputs' last axis"):
+        code.calibrate_clean_round(Y, space="log")
     with pytest.raises(ValueError, match="sizes"):
         code.calibrate_clean_round(Y, sizes=[17])
     with pytest.raises(TypeError, match="outputs must hold float32 or float64 numbers, got dtype complex128"):

@@ -24,7 +24,8 @@
 //
 // Thresholds come from the caller per number of answers kept (a calibrated
 // test calibrates a size when first asked, so only the sizes a round reaches
-// are asked for). No Python here: csrc/bindings.cpp converts the
+// are asked for; the gap step asks for n - 2, the size its candidates leave,
+// also in a round that stopped after one erasure). No Python here: csrc/bindings.cpp converts the
 // arrays and wraps a Python threshold callable; the GIL is released around
 // the whole locate and taken again only inside such a callable.
 #pragma once
@@ -69,7 +70,8 @@ constexpr double kPairHoleGaps = 3.5;
 // Answers a step needs to test pairs: a pair erased leaves at least 3.
 constexpr std::size_t kPairMinAnswers = 5;
 
-// The gap step (locate_detail::gap_refine): the two answers around an erased
+// The gap step (locate_detail::gap_refine; rounds of at least kPairMinAnswers
+// + 2 answers, so that its rests are pair-tested): the two answers around an erased
 // one replace the erasures only where both scored above kGapGate times the
 // first step's threshold level (the wrong ones around an honest answer score
 // high: wrong, honest, wrong) and the rest they leave passes both tests with
@@ -425,7 +427,7 @@ std::vector<std::size_t> swap_refine(Locate<T>& loc, std::vector<std::size_t> er
 // side in the answers kept (they vouch for each other there). For each
 // erased answer e with both neighbours e - 1 and e + 1 scored above kGapGate
 // times the first step's threshold level (s1: the first step's test scores,
-// 0 where not erasable; med1: its median loo), neither of them an end answer,
+// 0 where not erasable; med1: its median loo), e still erasable without them,
 // the pair {e - 1, e + 1} is weighed against the erasures made: it replaces
 // them where the rest it leaves passes the single and the pair test for n - 2
 // answers, its single statistic kGapMargin times smaller than theirs (all
@@ -437,12 +439,14 @@ std::vector<std::size_t> gap_refine(Locate<T>& loc, const std::vector<std::size_
                                     const std::vector<double>& s1, double med1, std::size_t n, bool& replaced) {
     const double level = kGapGate * loc.ratio(n) * med1;
     std::vector<std::vector<std::size_t>> sets{erased};
-    // an answer on either side of the pair (the decode would extrapolate
-    // over an end), and the answer between them still erasable once they go
-    // (else the test's view of their rest hides it: a lone liar beside an
-    // end answer was traded for two honest ones so)
+    // the answer between them still erasable once they go (else the test's
+    // view of their rest hides it: a lone liar beside an end answer was
+    // traded for two honest ones so). The pair may hold an end answer: the
+    // two wrong ones at n - 3 and n - 1 are such a pair, and keeping end
+    // answers out of it changed no round of the benches' except to leave
+    // such liars in (tests/test_pair_stage.py)
     for (std::size_t e : erased)
-        if (e >= 2 && e + 2 < n && s1[e - 1] > level && s1[e + 1] > level &&
+        if (e >= 1 && e + 1 < n && s1[e - 1] > level && s1[e + 1] > level &&
             !loc.masks(loc.kept_of({e - 1, e + 1})).not_single[e - 1])
             sets.push_back({e - 1, e + 1});
     if (sets.size() == 1) return erased;

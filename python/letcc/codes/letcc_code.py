@@ -11,6 +11,7 @@ letcc.DenseOperator and cached the same way.
 """
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -149,7 +150,8 @@ class LeTCC(Code):
         for both), so at most 1.5 false_alarm of the synthetic honest
         rounds erase an answer. After the first erasure of a round whose
         first statistic was at least twice its threshold (it is attacked)
-        the tests are at 3 false_alarm (clean_round.LATER_FACTOR:
+        the single test is at 3 false_alarm (clean_round.LATER_FACTOR, at
+        most 0.5; the pair test keeps its rate:
         a weaker second wrong answer is caught more often, and a lone liar
         has an honest answer erased beside it in up to that share of its
         rounds). None: no test, E erasures in every round (ApproxIFER's
@@ -667,7 +669,8 @@ class LeTCC(Code):
     def calibrate_clean_round(self, outputs, sizes=None, sets: int = 64, seed: int = 0, space: str | None = None):
         """Calibrate the clean-round test on the model's own honest rounds,
         in place of the synthetic rounds (letcc.codes.clean_round), for the
-        answering-set sizes given; returns {n: clean_round.Thresholds}.
+        answering-set sizes given; returns {n: clean_round.Thresholds} of
+        every size calibrated.
 
         outputs: (N, rounds, ...) float, every worker's honest answer in each
         of `rounds` rounds of this code (what ``letcc.evaluate.coded_outputs``
@@ -679,9 +682,12 @@ class LeTCC(Code):
         20 / false_alarm (20 / (false_alarm / 2) with the pair test); the
         statistic depends on the answering set too, so many sets matter (in
         tests/test_clean_round.py 300 rounds x 20 sets gave fresh rounds
-        1.9x the stated rate, x 100 sets 1.15x). sizes:
-        the answering-set sizes (default: those the code can decode from
-        with the locator's budget, max(K, adversaries + 4) .. N). space:
+        1.9x the stated rate, x 100 sets 1.15x). sizes: the answering-set
+        sizes (an int or several; default: max(K, adversaries + 4) .. N),
+        each with the sizes a round of it reaches after erasures, n - 1 ..
+        n - adversaries (at least 4), whose thresholds its later tests take;
+        every size is checked before any is computed, and all are installed
+        at the end, so a call that raises changes nothing. space:
         'linear' or 'log', the space the decoder scores such rounds in
         (None: 'log' where outputs are probability vectors and the code's
         output_space allows it, else 'linear'). Use it where the synthetic
@@ -708,23 +714,31 @@ class LeTCC(Code):
                 is_probability_rows(Y) else "linear"
         if space not in ("linear", "log"):
             raise ValueError(f"space must be None, 'linear' or 'log', got {space!r}")
+        if space == "log" and not is_probability_rows(Y):
+            raise ValueError("space='log' needs probability vectors along outputs' last axis (>= 0, summing to 1)")
         if sizes is None:
             sizes = range(max(self.K, self.adversaries + 4), self.N + 1)
-        sizes = sorted({as_int(n, "sizes", 4, self.N) for n in sizes})
+        elif isinstance(sizes, numbers.Integral) and not isinstance(sizes, bool):
+            sizes = [sizes]
+        given = {as_int(n, "sizes", 4, self.N) for n in sizes}
+        # with the sizes the rounds of each reach after erasures (their later tests' thresholds)
+        sizes = sorted({k for n in given for k in range(max(4, n - self.adversaries), n + 1)})
         R = Y.shape[1]
-        O = np.ascontiguousarray((to_log(Y) if space == "log" else Y).reshape(self.N, R, -1), dtype=np.float64)
         test = self._clean_test
+        pairs_at = {n: test.pairs and n >= PAIR_MIN_ANSWERS for n in sizes}
+        need = int(np.ceil(EXCEEDANCES / (PAIR_SHARE * test.false_alarm if any(pairs_at.values())
+                                          else test.false_alarm)))
+        if R * sets < need:
+            raise ValueError(f"{R} rounds x {sets} sets = {R * sets} statistics per size; the quantiles at "
+                             f"false_alarm={test.false_alarm:g} need at least {need}: give more rounds or sets")
+        O = np.ascontiguousarray((to_log(Y) if space == "log" else Y).reshape(self.N, R, -1), dtype=np.float64)
         out = {}
         rng = np.random.default_rng(seed)
         for n in sizes:
-            pairs = test.pairs and n >= PAIR_MIN_ANSWERS
-            need = int(np.ceil(EXCEEDANCES / (PAIR_SHARE * test.false_alarm if pairs else test.false_alarm)))
-            if R * sets < need:
-                raise ValueError(f"{R} rounds x {sets} sets = {R * sets} statistics per size; the quantiles at "
-                                 f"false_alarm={test.false_alarm:g} need at least {need}: give more rounds or sets")
-            stats, stats2 = model_statistics(O, self.beta, n, sets, rng, self._detection, pairs)
+            stats, stats2 = model_statistics(O, self.beta, n, sets, rng, self._detection, pairs_at[n])
             out[n] = thresholds_of(stats, stats2, test.false_alarm)
-            test.install(n, space, out[n])
+        for n, t in out.items():
+            test.install(n, space, t)
         return out
 
     def can_decode(self, available) -> bool:
