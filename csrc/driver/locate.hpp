@@ -277,36 +277,28 @@ public:
         return erasable_masks(xk.data(), xk.size());
     }
 
-    // The round statistic of the answers kept after erasing each of `sets`,
-    // the test's view of their scores (robust._rest_statistic), and those
-    // scores; one pass of cross products for all of them.
-    std::vector<std::pair<double, std::vector<double>>> rest_statistics(
-        const std::vector<std::vector<std::size_t>>& sets) {
-        std::vector<RescoredScores> sc = rescored_sets(sets, false);
-        std::vector<std::pair<double, std::vector<double>>> out;
-        out.reserve(sets.size());
-        for (std::size_t c = 0; c < sets.size(); ++c) {
-            apply_mask(sc[c].s, masks(kept_of(sets[c])).not_single);
-            const double top = sc[c].s[np_argmax(sc[c].s.data(), sc[c].s.size())];
-            out.emplace_back(over(top, np_sorted_median(sc[c].loo.data(), sc[c].loo.size())), std::move(sc[c].s));
-        }
-        return out;
-    }
-
-    // The single and pair round statistics of the answers kept after erasing
-    // each of `sets`: the single test's view of their scores, and every pair
-    // (none masked: a pair the rest's holes make unerasable may still hold two
-    // wrong answers vouching for each other); one pass of cross products for
-    // all of them. The first step must have taken pair sums.
-    std::vector<std::pair<double, double>> rest_pair_statistics(const std::vector<std::vector<std::size_t>>& sets) {
-        std::vector<RescoredScores> sc = rescored_sets(sets, true);
-        std::vector<std::pair<double, double>> out;
+    // The round statistic of the answers kept after erasing each of `sets`
+    // (robust._rest_statistic), the test's view of their scores (0 where not
+    // erasable) and, with pairs, the pair statistic over every pair (none
+    // masked: a pair the rest's holes make unerasable may still hold two
+    // wrong answers vouching for each other; the first step must have taken
+    // pair sums); one pass of cross products for all of them.
+    struct RestStatistic {
+        double stat, pair_stat;     // pair_stat 0 without pairs
+        std::vector<double> s;
+    };
+    std::vector<RestStatistic> rest_statistics(const std::vector<std::vector<std::size_t>>& sets,
+                                               bool pairs = false) {
+        std::vector<RescoredScores> sc = rescored_sets(sets, pairs);
+        std::vector<RestStatistic> out;
         out.reserve(sets.size());
         for (std::size_t c = 0; c < sets.size(); ++c) {
             apply_mask(sc[c].s, masks(kept_of(sets[c])).not_single);
             const double med = np_sorted_median(sc[c].loo.data(), sc[c].loo.size());
-            out.emplace_back(over(sc[c].s[np_argmax(sc[c].s.data(), sc[c].s.size())], med),
-                             over(sc[c].pair[np_argmax(sc[c].pair.data(), sc[c].pair.size())], med));
+            const double stat = over(sc[c].s[np_argmax(sc[c].s.data(), sc[c].s.size())], med);
+            const double pair_stat =
+                pairs ? over(sc[c].pair[np_argmax(sc[c].pair.data(), sc[c].pair.size())], med) : 0.0;
+            out.push_back({stat, pair_stat, std::move(sc[c].s)});
         }
         return out;
     }
@@ -374,8 +366,8 @@ std::pair<std::size_t, std::size_t> pair_to_erase(Locate<T>& loc, const std::vec
     double best = std::numeric_limits<double>::infinity();
     std::pair<std::size_t, std::size_t> pick = options[0];
     for (std::size_t c = 0; c < options.size(); ++c)
-        if (rest[c].first < best) {
-            best = rest[c].first;
+        if (rest[c].stat < best) {
+            best = rest[c].stat;
             pick = options[c];
         }
     return pick;
@@ -394,11 +386,11 @@ std::vector<std::size_t> swap_refine(Locate<T>& loc, std::vector<std::size_t> er
     const std::size_t none = static_cast<std::size_t>(-1);
     for (std::size_t round = 0, swaps = erased.size(); round < swaps; ++round) {
         auto now = std::move(loc.rest_statistics({erased})[0]);
-        const double rest = now.first;
+        const double rest = now.stat;
         const double r = loc.ratio(n - erased.size());
         if (!(rest > r)) break;
         const std::vector<std::size_t> kept = loc.kept_of(erased);
-        const std::size_t k = kept[np_argmax(now.second.data(), now.second.size())];
+        const std::size_t k = kept[np_argmax(now.s.data(), now.s.size())];
         // each erased answer given back for k: one pass for all of them
         std::vector<std::vector<std::size_t>> cands;
         for (std::size_t e : erased) {
@@ -411,8 +403,8 @@ std::vector<std::size_t> swap_refine(Locate<T>& loc, std::vector<std::size_t> er
         double best = rest;
         std::size_t pick = none;
         for (std::size_t c = 0; c < cands.size(); ++c)
-            if (st[c].first < best) {
-                best = st[c].first;
+            if (st[c].stat < best) {
+                best = st[c].stat;
                 pick = c;
             }
         if (pick == none || !(best <= r)) break;
@@ -450,16 +442,16 @@ std::vector<std::size_t> gap_refine(Locate<T>& loc, const std::vector<std::size_
             !loc.masks(loc.kept_of({e - 1, e + 1})).not_single[e - 1])
             sets.push_back({e - 1, e + 1});
     if (sets.size() == 1) return erased;
-    const auto st = loc.rest_pair_statistics(sets);
+    const auto st = loc.rest_statistics(sets, true);
     const double r = loc.ratio(n - 2), r2 = loc.pair_ratio(n - 2);
     std::size_t pick = 0;
-    double best = st[0].first / kGapMargin;
+    double best = st[0].stat / kGapMargin;
     // the rest must pass the pair test too: two wrong answers left side by
     // side (the pair around a wrong answer erased) vouch for each other in
     // the single test
     for (std::size_t c = 1; c < sets.size(); ++c)
-        if (st[c].first < best && st[c].first <= r && st[c].second <= r2) {
-            best = st[c].first;
+        if (st[c].stat < best && st[c].stat <= r && st[c].pair_stat <= r2) {
+            best = st[c].stat;
             pick = c;
         }
     if (pick == 0) return erased;
@@ -519,7 +511,7 @@ std::vector<std::size_t> spline_locate(const LocateSpline& d, const T* const* ro
             rep.top = static_cast<std::int64_t>(keep[i]);
             rep.statistic = stat;
             rep.threshold = r;
-            if (pairs && tests.gap) {       // the gap step's view of the first step
+            if (pairs && tests.gap && stat > r && n >= kPairMinAnswers + 2) {   // where the gap step may run
                 first_s = sc.s;
                 first_med = med;
             }
@@ -562,7 +554,7 @@ std::vector<std::size_t> spline_locate(const LocateSpline& d, const T* const* ro
         erased = locate_detail::swap_refine(loc, erased, n);
     }
     // the gap step: a round whose first single test fired, with pairs tested
-    if (!first_s.empty() && !erased.empty() && rep.statistic > rep.threshold && n >= kPairMinAnswers + 2)
+    if (!first_s.empty() && !erased.empty())
         erased = locate_detail::gap_refine(loc, erased, first_s, first_med, n, rep.gap_ran);
     return erased;
 }

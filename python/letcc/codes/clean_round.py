@@ -77,7 +77,7 @@ from letcc.codes.robust import PAIR_MIN_ANSWERS, DetectionSplines, detection_kno
 
 __all__ = ["FALSE_ALARM", "check_false_alarm", "calibrate", "calibration_rounds", "synthetic_outputs",
            "synthetic_network", "CleanRoundTest", "CALIBRATIONS", "PAIR_SHARE", "LATER_FACTOR", "Thresholds",
-           "thresholds_of", "model_statistics"]
+           "thresholds_of", "model_statistics", "statistics_needed"]
 
 # the default false-alarm rate per honest round: a clean round of a code with
 # adversaries > 0 keeps all its answers with probability 1 - FALSE_ALARM
@@ -134,9 +134,14 @@ def check_false_alarm(false_alarm) -> float:
     return fa
 
 
+def statistics_needed(rate: float) -> int:
+    """Honest rounds' statistics behind a quantile at 1 - rate (EXCEEDANCES above it)."""
+    return int(np.ceil(EXCEEDANCES / rate))
+
+
 def calibration_rounds(false_alarm: float) -> int:
     """Synthetic honest rounds behind one threshold."""
-    return max(MIN_ROUNDS, int(np.ceil(EXCEEDANCES / false_alarm)))
+    return max(MIN_ROUNDS, statistics_needed(false_alarm))
 
 
 def _log_uniform(rng, lo_hi, size):

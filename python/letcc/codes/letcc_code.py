@@ -22,13 +22,14 @@ from letcc.codes._arrays import take_rows, to_host_2d
 from letcc.codes._base import Code, any_answer_rule, as_count
 from letcc._checks import as_int, as_real
 from letcc.codes._plan_cache import PlanCache
-from letcc.codes.robust import (DetectionSplines, check_adversaries, check_valid, detection_knots, invalid_rows,
-                                spline_locate)
-from letcc.codes.clean_round import FALSE_ALARM, CleanRoundTest, check_false_alarm
+from letcc.codes.robust import (PAIR_MIN_ANSWERS, DetectionSplines, check_adversaries, check_valid, detection_knots,
+                                invalid_rows, spline_locate)
+from letcc.codes.clean_round import (FALSE_ALARM, PAIR_SHARE, CleanRoundTest, check_false_alarm, model_statistics,
+                                     statistics_needed, thresholds_of)
 from letcc.codes.lam_defaults import local_gap_rows, resolve_lam_dec, resolve_lam_enc
 from letcc import _core
-from letcc.codes.output_space import (LOG_FLOOR, PROB_SUM_TOL, as_output_space, from_log, log_or_none,
-                                     probability_answers_logged)
+from letcc.codes.output_space import (LOG_FLOOR, PROB_SUM_TOL, as_output_space, from_log, is_probability_rows,
+                                     log_or_none, probability_answers_logged, to_log)
 from letcc.codes import systematic as _sys
 from letcc.nodes import as_nodes, chebyshev_first_kind, chebyshev_second_kind
 from letcc.splines import DenseOperator, SplineSmoother, select_lam_gcv, smoother_rows
@@ -656,15 +657,19 @@ class LeTCC(Code):
         adversaries < 2 or n < 5); later: the threshold of the tests after a
         round's first erasure, for n answers kept (false_alarm times
         clean_round.LATER_FACTOR); all are calibrated by any call."""
-        if self._clean_test is None:
-            raise ValueError("this code has no clean-round test (false_alarm=None)")
+        test = self._calibrated_test()
         n = as_int(n, "n", 4, self.N)
         if space not in ("linear", "log"):
             raise ValueError(f"space must be 'linear' or 'log', got {space!r}")
         if pair and later:
             raise ValueError("pair and later name different thresholds: ask for one at a time")
-        t = self._clean_test.thresholds(n, space)
+        t = test.thresholds(n, space)
         return t.pair if pair else t.later if later else t.single
+
+    def _calibrated_test(self) -> CleanRoundTest:
+        if self._clean_test is None:
+            raise ValueError("this code has no clean-round test (false_alarm=None)")
+        return self._clean_test
 
     def calibrate_clean_round(self, outputs, sizes=None, sets: int = 64, seed: int = 0, space: str | None = None):
         """Calibrate the clean-round test on the model's own honest rounds,
@@ -694,12 +699,7 @@ class LeTCC(Code):
         family does not fit the model: bench/results/adversarial.md has a
         held-out classifier whose honest rounds raised an alarm in 1.6% of
         them at the synthetic threshold for 0.1%."""
-        from letcc.codes.clean_round import EXCEEDANCES, PAIR_SHARE, model_statistics, thresholds_of
-        from letcc.codes.output_space import is_probability_rows, to_log
-        from letcc.codes.robust import PAIR_MIN_ANSWERS
-
-        if self._clean_test is None:
-            raise ValueError("this code has no clean-round test (false_alarm=None)")
+        test = self._calibrated_test()
         shape = tuple(outputs.shape) if hasattr(outputs, "shape") else np.shape(outputs)
         if len(shape) < 2 or shape[0] != self.N or 0 in shape:
             raise ValueError(f"outputs must be (N, rounds, ...) with N = {self.N} workers and at least one round "
@@ -710,8 +710,7 @@ class LeTCC(Code):
             raise ValueError(f"outputs must be finite (honest rounds), got {Y[tuple(bad)]} at {tuple(int(i) for i in bad)}")
         sets = as_int(sets, "sets", 1, 1 << 20)
         if space is None:
-            space = "log" if self.output_space != "linear" and self._space in (None, "log") and \
-                is_probability_rows(Y) else "linear"
+            space = "log" if self._space in (None, "log") and is_probability_rows(Y) else "linear"
         if space not in ("linear", "log"):
             raise ValueError(f"space must be None, 'linear' or 'log', got {space!r}")
         if space == "log" and not is_probability_rows(Y):
@@ -724,10 +723,8 @@ class LeTCC(Code):
         # with the sizes the rounds of each reach after erasures (their later tests' thresholds)
         sizes = sorted({k for n in given for k in range(max(4, n - self.adversaries), n + 1)})
         R = Y.shape[1]
-        test = self._clean_test
         pairs_at = {n: test.pairs and n >= PAIR_MIN_ANSWERS for n in sizes}
-        need = int(np.ceil(EXCEEDANCES / (PAIR_SHARE * test.false_alarm if any(pairs_at.values())
-                                          else test.false_alarm)))
+        need = statistics_needed(PAIR_SHARE * test.false_alarm if any(pairs_at.values()) else test.false_alarm)
         if R * sets < need:
             raise ValueError(f"{R} rounds x {sets} sets = {R * sets} statistics per size; the quantiles at "
                              f"false_alarm={test.false_alarm:g} need at least {need}: give more rounds or sets")
